@@ -1,0 +1,139 @@
+//! Command-line interface: clap definitions and thin handlers over the policy engine.
+//! This is the binary's edge: errors become one `warden: error: …` line and exit 125.
+
+mod check;
+mod explain;
+mod settings_cmd;
+
+use crate::policy::decision::{Layer, Provenance};
+use crate::policy::fsview::RealFs;
+use crate::policy::load::{load_file, load_optional, LayerPaths};
+use crate::policy::merge::{Context, LayerInput, Policy};
+use anyhow::{bail, Context as _};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Exit code for warden's own failures (bad input, missing settings, …).
+pub const EXIT_WARDEN: i32 = 125;
+
+#[derive(Parser, Debug)]
+#[command(name = "warden", version, about = "A sandbox runtime for AI coding agents")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Decide one path, domain or command line under the effective policy.
+    /// Exit code: 0 allow, 1 deny, 2 requires approval.
+    Check(check::CheckArgs),
+    /// Print the restrictions summary an agent puts into its system prompt.
+    Explain(explain::ExplainArgs),
+    /// Show or validate settings.
+    #[command(subcommand)]
+    Settings(settings_cmd::SettingsCommand),
+    /// Print the JSON Schema of the settings file.
+    Schema,
+}
+
+/// Options shared by every command that builds the effective policy.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PolicyArgs {
+    /// A settings file layered above user and project settings (repeatable, in order).
+    #[arg(long = "settings", value_name = "FILE")]
+    pub settings: Vec<PathBuf>,
+    /// The working directory the policy applies to (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// The sandbox's private TMPDIR (default: $TMPDIR when running inside a sandbox).
+    #[arg(long, value_name = "DIR")]
+    pub tmpdir: Option<PathBuf>,
+    /// Nobody can answer approval requests: what would ask is denied.
+    #[arg(long)]
+    pub non_interactive: bool,
+}
+
+impl PolicyArgs {
+    /// Loads every layer and builds the policy.
+    pub fn load(&self) -> anyhow::Result<Policy> {
+        let (layers, context) = self.layers()?;
+        Policy::build(&layers, context, &RealFs).map_err(anyhow::Error::from)
+    }
+
+    pub fn layers(&self) -> anyhow::Result<(Vec<LayerInput>, Context)> {
+        let cwd = match &self.cwd {
+            Some(c) => std::path::absolute(c).context("resolving --cwd")?,
+            None => std::env::current_dir().context("reading the current directory")?,
+        };
+        if !cwd.is_dir() {
+            bail!("working directory {} is not a directory", cwd.display());
+        }
+        let Some(home) = std::env::home_dir() else {
+            bail!("cannot determine the home directory (set HOME)");
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        let paths = LayerPaths::discover(&home, &cwd, &env);
+        let mut layers = Vec::new();
+        let mut push = |layer: Layer, order: u16, path: &PathBuf, required: bool| -> anyhow::Result<()> {
+            let parsed = if required {
+                Some(load_file(path)?)
+            } else {
+                load_optional(path)?
+            };
+            if let Some(parsed) = parsed {
+                layers.push(LayerInput {
+                    provenance: Provenance::new(layer, order, path.display().to_string()),
+                    settings: parsed.settings,
+                });
+            }
+            Ok(())
+        };
+        push(Layer::User, 0, &paths.user, false)?;
+        push(Layer::Project, 0, &paths.project, false)?;
+        for (i, f) in self.settings.iter().enumerate() {
+            push(Layer::Cli, u16::try_from(i).unwrap_or(u16::MAX), f, true)?;
+        }
+        push(Layer::Managed, 0, &paths.managed, false)?;
+        let tmpdir = self.tmpdir.clone().or_else(|| {
+            (std::env::var_os("IS_SANDBOX").is_some_and(|v| v == "1"))
+                .then(|| std::env::var_os("TMPDIR").map(PathBuf::from))
+                .flatten()
+        });
+        let context = Context {
+            cwd,
+            home,
+            tmpdir,
+            approver_attached: !self.non_interactive,
+        };
+        Ok((layers, context))
+    }
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => EXIT_WARDEN,
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Check(args) => check::run(&args),
+        Command::Explain(args) => explain::run(&args),
+        Command::Settings(cmd) => settings_cmd::run(&cmd),
+        Command::Schema => settings_cmd::schema().map(|()| 0),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden: error: {e:#}");
+            EXIT_WARDEN
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! warden: a Linux-first sandbox runtime for AI coding agents and other untrusted processes.
+//!
+//! Data flows one way: settings files → [`policy::Settings`] (parse, validate, layer) →
+//! [`policy::Policy`] (effective rules with provenance; pure decisions) → a backend that
+//! builds the sandbox → events → sinks. See `docs/architecture.md`.
+
+pub mod cli;
+pub mod policy;

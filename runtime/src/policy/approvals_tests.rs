@@ -1,0 +1,89 @@
+use super::*;
+use crate::policy::decision::{Provenance, RuleRef};
+use crate::policy::domain::canonical_host;
+
+fn ask(kind: ReasonKind, rule: Option<RuleRef>) -> Verdict {
+    let mut v = Verdict::ask(kind, "x");
+    v.rule = rule;
+    v
+}
+
+fn rule(layer: Layer, list: &str, entry: &str) -> RuleRef {
+    RuleRef {
+        list: list.to_string(),
+        entry: entry.to_string(),
+        provenance: Provenance::new(layer, 0, format!("/{layer}.json")),
+    }
+}
+
+#[test]
+fn write_outside_persists_parent_dir_to_user_allow_write() {
+    let e = persist_path(&ask(ReasonKind::OutsideWritable, None), Path::new("/opt/data/x.bin"), Access::Write).unwrap();
+    assert_eq!(
+        e,
+        SettingsEdit::Append {
+            layer: Layer::User,
+            key: "filesystem.allowWrite".into(),
+            value: "/opt/data".into()
+        }
+    );
+}
+
+#[test]
+fn deny_hits_remove_the_entry_from_its_own_layer() {
+    for layer in [Layer::User, Layer::Project] {
+        let v = ask(ReasonKind::DenyRead, Some(rule(layer, "filesystem.denyRead", "~/.aws")));
+        assert_eq!(
+            persist_path(&v, Path::new("/home/u/.aws/config"), Access::Read).unwrap(),
+            SettingsEdit::Remove {
+                layer,
+                file: format!("/{layer}.json"),
+                key: "filesystem.denyRead".into(),
+                value: "~/.aws".into()
+            }
+        );
+    }
+}
+
+#[test]
+fn managed_and_non_file_entries_are_never_edited() {
+    let v = ask(ReasonKind::DenyWrite, Some(rule(Layer::Managed, "filesystem.denyWrite", "/etc")));
+    assert_eq!(
+        persist_path(&v, Path::new("/etc/x"), Access::Write).unwrap_err().to_string(),
+        "`/etc` is organization policy (managed settings) and cannot be changed"
+    );
+    let v = ask(ReasonKind::DenyWrite, Some(rule(Layer::Flags, "filesystem.denyWrite", "/x")));
+    assert!(matches!(persist_path(&v, Path::new("/x"), Access::Write), Err(NotPersistable::NotAUserFile { .. })));
+    let hard = Verdict::deny(ReasonKind::Mandatory, "x");
+    assert_eq!(persist_path(&hard, Path::new("/x"), Access::Write), Err(NotPersistable::NotApprovable));
+}
+
+#[test]
+fn domains_persist_the_parent_wildcard_for_three_labels() {
+    let e = persist_domain(&canonical_host("registry.npmjs.org").unwrap());
+    assert_eq!(
+        e,
+        SettingsEdit::Append {
+            layer: Layer::User,
+            key: "network.allowedDomains".into(),
+            value: "*.npmjs.org".into()
+        }
+    );
+    let SettingsEdit::Append { value, .. } = persist_domain(&canonical_host("github.com").unwrap()) else {
+        panic!()
+    };
+    assert_eq!(value, "github.com");
+}
+
+#[test]
+fn session_sets_cover_descendants_and_are_per_access() {
+    let s = SessionApprovals::default();
+    s.approve_path(Access::Write, Path::new("/opt/a"));
+    assert!(s.covers_path(Access::Write, Path::new("/opt/a/b/c")));
+    assert!(!s.covers_path(Access::Write, Path::new("/opt/ab")));
+    assert!(!s.covers_path(Access::Read, Path::new("/opt/a/b")));
+    let h = canonical_host("Example.COM.").unwrap();
+    assert!(!s.covers_domain(&h));
+    s.approve_domain(&h);
+    assert!(s.covers_domain(&canonical_host("example.com").unwrap()));
+}

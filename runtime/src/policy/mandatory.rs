@@ -1,0 +1,174 @@
+//! Mandatory write protections: files whose modification lets a sandboxed command run code
+//! outside the sandbox later (shell rc files, git hooks and config, agent and editor config,
+//! warden's own project settings). They hold by name anywhere, also for paths that do not exist
+//! yet, and cannot be approved away; only `.git/config` can be released with `allowGitConfig`.
+//!
+//! A worktree's `.git` is a file (`gitdir: …`); its real git dir and the common dir it shares
+//! are found through the injected [`FsView`] and protected as absolute paths.
+
+use super::fsview::{is_under, FileKind, FsView};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// File names protected wherever they appear.
+pub const PROTECTED_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".profile",
+    ".gitconfig",
+    ".gitmodules",
+    ".ripgreprc",
+    ".mcp.json",
+];
+
+/// Directory names protected with everything below them.
+pub const PROTECTED_DIRS: &[&str] = &[
+    ".ssh",
+    ".claude",
+    ".codex",
+    ".cursor",
+    ".vscode",
+    ".idea",
+    ".warden",
+    "LaunchAgents",
+];
+
+/// What a protection hit is, for reasons and rule references.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// The protection as written in docs, e.g. `.git/hooks/**`.
+    pub entry: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Mandatory {
+    pub allow_git_config: bool,
+    /// Absolute git dirs found through `.git` files (worktrees, `--separate-git-dir`).
+    pub extra_git_dirs: Vec<PathBuf>,
+}
+
+impl Mandatory {
+    /// Builds the protections for a working directory, following a `.git` file in it or in
+    /// any ancestor to the real git dir and its common dir.
+    pub fn discover(fs: &dyn FsView, cwd: &Path, allow_git_config: bool) -> Self {
+        let mut extra = Vec::new();
+        for dir in cwd.ancestors() {
+            let dotgit = dir.join(".git");
+            match fs.kind(&dotgit) {
+                Some(FileKind::File) => {
+                    if let Some(gitdir) = read_gitdir(fs, &dotgit, dir) {
+                        if let Some(common) = read_commondir(fs, &gitdir) {
+                            extra.push(common);
+                        }
+                        extra.push(gitdir);
+                    }
+                    break;
+                }
+                Some(_) => break,
+                None => {}
+            }
+        }
+        extra.dedup();
+        Mandatory {
+            allow_git_config,
+            extra_git_dirs: extra,
+        }
+    }
+
+    /// The protection `path` (absolute, normalised) falls under, if any.
+    pub fn check(&self, path: &Path) -> Option<Hit> {
+        let bytes = path.as_os_str().as_bytes();
+        let mut prev: &[u8] = b"";
+        for comp in bytes.split(|b| *b == b'/') {
+            if comp.is_empty() {
+                continue;
+            }
+            if let Some(name) = PROTECTED_FILES.iter().find(|n| n.as_bytes() == comp) {
+                return Some(Hit {
+                    entry: (*name).to_string(),
+                });
+            }
+            if let Some(name) = PROTECTED_DIRS.iter().find(|n| n.as_bytes() == comp) {
+                return Some(Hit {
+                    entry: format!("{name}/**"),
+                });
+            }
+            if prev == b".git" {
+                if let Some(hit) = self.git_dir_entry(comp, ".git/") {
+                    return Some(hit);
+                }
+            }
+            prev = comp;
+        }
+        for gitdir in &self.extra_git_dirs {
+            let g = gitdir.as_os_str().as_bytes();
+            if is_under(bytes, g) && bytes.len() > g.len() {
+                let rest = &bytes[g.len() + 1..];
+                let first = rest.split(|b| *b == b'/').next().unwrap_or_default();
+                let prefix = format!("{}/", gitdir.display());
+                if let Some(hit) = self.git_dir_entry(first, &prefix) {
+                    return Some(hit);
+                }
+            }
+        }
+        None
+    }
+
+    /// The protection for the entry `comp` directly inside a git dir.
+    fn git_dir_entry(&self, comp: &[u8], prefix: &str) -> Option<Hit> {
+        match comp {
+            b"hooks" => Some(Hit {
+                entry: format!("{prefix}hooks/**"),
+            }),
+            b"config" | b"config.worktree" if !self.allow_git_config => Some(Hit {
+                entry: format!("{prefix}{} (allowGitConfig is off)", String::from_utf8_lossy(comp)),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Every protection, for `warden explain` and `settings show`.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out: Vec<String> = PROTECTED_FILES.iter().map(|s| s.to_string()).collect();
+        out.extend(PROTECTED_DIRS.iter().map(|s| format!("{s}/**")));
+        out.push(".git/hooks/**".to_string());
+        if !self.allow_git_config {
+            out.push(".git/config".to_string());
+        }
+        for g in &self.extra_git_dirs {
+            out.push(format!("{}/hooks/**", g.display()));
+            if !self.allow_git_config {
+                out.push(format!("{}/config", g.display()));
+            }
+        }
+        out
+    }
+}
+
+fn read_gitdir(fs: &dyn FsView, dotgit: &Path, dir: &Path) -> Option<PathBuf> {
+    let text = fs.read_to_string(dotgit)?;
+    let line = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
+    if line.is_empty() {
+        return None;
+    }
+    Some(super::fsview::lexical(dir, Path::new(line)))
+}
+
+fn read_commondir(fs: &dyn FsView, gitdir: &Path) -> Option<PathBuf> {
+    let text = fs.read_to_string(&gitdir.join("commondir"))?;
+    let line = text.lines().next()?.trim();
+    if line.is_empty() {
+        return None;
+    }
+    Some(super::fsview::lexical(gitdir, Path::new(line)))
+}
+
+#[cfg(test)]
+#[path = "mandatory_tests.rs"]
+mod tests;

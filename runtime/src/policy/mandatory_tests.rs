@@ -1,0 +1,93 @@
+use super::*;
+use crate::policy::fsview::MemFs;
+
+fn hit(m: &Mandatory, p: &str) -> Option<String> {
+    m.check(Path::new(p)).map(|h| h.entry)
+}
+
+#[test]
+fn rc_files_and_agent_dirs_are_protected_anywhere() {
+    let m = Mandatory::default();
+    assert_eq!(hit(&m, "/home/u/.bashrc").as_deref(), Some(".bashrc"));
+    assert_eq!(hit(&m, "/w/sub/.zshrc").as_deref(), Some(".zshrc"));
+    assert_eq!(hit(&m, "/w/.claude/settings.json").as_deref(), Some(".claude/**"));
+    assert_eq!(hit(&m, "/w/.claude").as_deref(), Some(".claude/**"));
+    assert_eq!(hit(&m, "/home/u/.ssh/authorized_keys").as_deref(), Some(".ssh/**"));
+    assert_eq!(hit(&m, "/w/.warden/settings.json").as_deref(), Some(".warden/**"));
+    assert_eq!(
+        hit(&m, "/Users/u/Library/LaunchAgents/x.plist").as_deref(),
+        Some("LaunchAgents/**")
+    );
+    assert_eq!(hit(&m, "/w/.mcp.json").as_deref(), Some(".mcp.json"));
+}
+
+#[test]
+fn similar_names_are_not_protected() {
+    let m = Mandatory::default();
+    for p in [
+        "/w/bashrc",
+        "/w/.bashrc.bak",
+        "/w/x.profile",
+        "/w/.sshx/key",
+        "/w/.claudeignore",
+        "/w/src/hooks/x",
+        "/w/git/hooks/x",
+        "/w/.github/hooks/x",
+    ] {
+        assert_eq!(hit(&m, p), None, "{p}");
+    }
+}
+
+#[test]
+fn git_hooks_and_config_but_not_objects() {
+    let m = Mandatory::default();
+    assert_eq!(hit(&m, "/w/.git/hooks/pre-commit").as_deref(), Some(".git/hooks/**"));
+    assert_eq!(hit(&m, "/w/.git/hooks").as_deref(), Some(".git/hooks/**"));
+    assert!(hit(&m, "/w/.git/config").unwrap().starts_with(".git/config"));
+    assert!(hit(&m, "/w/.git/config.worktree").is_some());
+    assert_eq!(hit(&m, "/w/.git/objects/ab/cdef"), None);
+    assert_eq!(hit(&m, "/w/.git/refs/heads/main"), None);
+    assert_eq!(hit(&m, "/w/.git/index"), None);
+    assert_eq!(hit(&m, "/w/.git/HEAD"), None);
+    assert_eq!(hit(&m, "/w/.git/modules/sub/objects/x"), None);
+}
+
+#[test]
+fn allow_git_config_releases_config_only() {
+    let m = Mandatory {
+        allow_git_config: true,
+        ..Default::default()
+    };
+    assert_eq!(hit(&m, "/w/.git/config"), None);
+    assert!(hit(&m, "/w/.git/hooks/post-checkout").is_some());
+}
+
+#[test]
+fn worktree_git_file_is_followed_to_real_and_common_dir() {
+    let mut fs = MemFs::new();
+    fs.file("/wt/.git", "gitdir: /repo/.git/worktrees/wt\n")
+        .file("/repo/.git/worktrees/wt/commondir", "../..\n")
+        .dir("/wt/src");
+    let m = Mandatory::discover(&fs, Path::new("/wt/src"), false);
+    assert_eq!(
+        m.extra_git_dirs,
+        vec![PathBuf::from("/repo/.git"), PathBuf::from("/repo/.git/worktrees/wt")]
+    );
+    assert!(hit(&m, "/repo/.git/worktrees/wt/config.worktree").is_some());
+    assert!(hit(&m, "/repo/.git/hooks/pre-commit").is_some());
+    assert_eq!(hit(&m, "/repo/.git/worktrees/wt/HEAD"), None);
+}
+
+#[test]
+fn separate_git_dir_with_any_name_is_protected() {
+    let mut fs = MemFs::new();
+    fs.file("/w/.git", "gitdir: ../store/w.gitdir").dir("/store/w.gitdir");
+    let m = Mandatory::discover(&fs, Path::new("/w"), false);
+    assert_eq!(
+        hit(&m, "/store/w.gitdir/hooks/pre-push").as_deref(),
+        Some("/store/w.gitdir/hooks/**")
+    );
+    assert!(hit(&m, "/store/w.gitdir/config").is_some());
+    assert_eq!(hit(&m, "/store/w.gitdir/objects/x"), None);
+    assert_eq!(hit(&m, "/store/w.gitdirx/hooks/x"), None);
+}

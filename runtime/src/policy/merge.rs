@@ -1,0 +1,428 @@
+//! Layering: user < project < each `--settings` < flags < managed. One generic merge over the
+//! settings' JSON shape keeps the provenance of every value: scalars go to the highest layer
+//! that sets them (so a managed value is never overridden), lists are the union of all layers
+//! (so no layer removes a managed deny), map entries merge key by key. [`Policy::build`] then
+//! turns the merged settings into typed, precomputed rules.
+
+use super::approvals::SessionApprovals;
+use super::command::CommandRules;
+use super::decision::{Layer, Provenance, Rule};
+use super::domain::{DomainPattern, DomainRules, ListKind};
+use super::fsview::FsView;
+use super::mandatory::Mandatory;
+use super::path::{PathPattern, PathRules, WritableRoot};
+use super::settings::{AutoRunMode, Mode, SandboxSettings};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One loaded layer.
+#[derive(Clone, Debug)]
+pub struct LayerInput {
+    pub provenance: Provenance,
+    pub settings: SandboxSettings,
+}
+
+/// A value with the layer that set it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub provenance: Provenance,
+}
+
+/// Settings keys whose objects are maps of user-chosen keys, not nested settings.
+const MAP_KEYS: &[&str] = &[
+    "network.deniedDomainReasons",
+    "warden.limits.rlimits",
+    "ignoreViolations",
+];
+/// Settings keys kept whole as opaque values.
+const OPAQUE_KEYS: &[&str] = &["network.tlsTerminate", "network.mitmProxy"];
+
+/// The merged settings, every value with its provenance. Keys are dotted paths relative to the
+/// sandbox block (`network.allowedDomains`); map entries are `path` → key → value.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Effective {
+    pub scalars: BTreeMap<String, Sourced<Value>>,
+    pub lists: BTreeMap<String, Vec<Sourced<Value>>>,
+    pub maps: BTreeMap<String, BTreeMap<String, Sourced<Value>>>,
+    /// ignoreViolations: command pattern → paths (unioned across layers).
+    pub map_lists: BTreeMap<String, BTreeMap<String, Vec<Sourced<Value>>>>,
+    /// The layers that were merged, lowest first.
+    pub layers: Vec<Provenance>,
+}
+
+impl Effective {
+    pub fn merge(layers: &[LayerInput]) -> Effective {
+        let mut sorted: Vec<&LayerInput> = layers.iter().collect();
+        sorted.sort_by_key(|l| l.provenance.rank());
+        let mut eff = Effective::default();
+        for layer in sorted {
+            eff.layers.push(layer.provenance.clone());
+            let value = serde_json::to_value(&layer.settings).unwrap_or(Value::Null);
+            eff.absorb("", &value, &layer.provenance);
+        }
+        eff
+    }
+
+    fn absorb(&mut self, path: &str, value: &Value, prov: &Provenance) {
+        let sourced = |v: &Value| Sourced {
+            value: v.clone(),
+            provenance: prov.clone(),
+        };
+        match value {
+            Value::Object(map) if path == "ignoreViolations" => {
+                for (k, v) in map {
+                    let entry = self
+                        .map_lists
+                        .entry(path.to_string())
+                        .or_default()
+                        .entry(k.clone())
+                        .or_default();
+                    for item in v.as_array().into_iter().flatten() {
+                        union_push(entry, sourced(item));
+                    }
+                }
+            }
+            Value::Object(map) if MAP_KEYS.contains(&path) => {
+                let m = self.maps.entry(path.to_string()).or_default();
+                for (k, v) in map {
+                    m.insert(k.clone(), sourced(v));
+                }
+            }
+            Value::Object(map) if !OPAQUE_KEYS.contains(&path) => {
+                for (k, v) in map {
+                    let sub = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    self.absorb(&sub, v, prov);
+                }
+            }
+            Value::Array(items) => {
+                let list = self.lists.entry(path.to_string()).or_default();
+                for item in items {
+                    union_push(list, sourced(item));
+                }
+            }
+            Value::Null => {}
+            other => {
+                self.scalars.insert(path.to_string(), sourced(other));
+            }
+        }
+    }
+
+    pub fn scalar(&self, key: &str) -> Option<&Sourced<Value>> {
+        self.scalars.get(key)
+    }
+
+    pub fn bool(&self, key: &str) -> Option<bool> {
+        self.scalar(key).and_then(|s| s.value.as_bool())
+    }
+
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.scalar(key).and_then(|s| s.value.as_u64())
+    }
+
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.scalar(key).and_then(|s| s.value.as_str())
+    }
+
+    /// The string entries of a list with their provenance.
+    pub fn strings(&self, key: &str) -> Vec<Rule<String>> {
+        self.lists
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| {
+                s.value.as_str().map(|v| Rule {
+                    pattern: v.to_string(),
+                    text: v.to_string(),
+                    provenance: s.provenance.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether any layer set the list at all (an empty `allowedDomains` still counts).
+    pub fn has_list(&self, key: &str) -> bool {
+        self.lists.contains_key(key)
+    }
+}
+
+/// Adds `item` unless an equal value is there; an equal value from a higher layer takes over
+/// the provenance (a managed duplicate stays marked as organization policy).
+fn union_push(list: &mut Vec<Sourced<Value>>, item: Sourced<Value>) {
+    match list.iter_mut().find(|s| s.value == item.value) {
+        Some(existing) => {
+            if item.provenance.rank() >= existing.provenance.rank() {
+                existing.provenance = item.provenance;
+            }
+        }
+        None => list.push(item),
+    }
+}
+
+/// Where the policy applies.
+#[derive(Clone, Debug)]
+pub struct Context {
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    /// The sandbox's private TMPDIR, if it has one.
+    pub tmpdir: Option<PathBuf>,
+    /// Whether something (a prompt, a control channel) can answer approval requests.
+    pub approver_attached: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("`{key}` entry {entry:?} from {provenance}: {message}")]
+    Entry {
+        key: String,
+        entry: String,
+        provenance: Provenance,
+        message: String,
+    },
+    #[error("working directory {0} must be an absolute path")]
+    Cwd(PathBuf),
+}
+
+/// The effective policy: typed rules with provenance, and the session's approvals.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub effective: Effective,
+    pub context: Context,
+    pub paths: PathRules,
+    pub domains: DomainRules,
+    pub commands: CommandRules,
+    pub unix_sockets: Vec<Rule<PathBuf>>,
+    pub env_deny: Vec<Rule<String>>,
+    pub mode: Mode,
+    pub approvals: Arc<SessionApprovals>,
+}
+
+impl Policy {
+    pub fn build(
+        layers: &[LayerInput],
+        context: Context,
+        fs: &dyn FsView,
+    ) -> Result<Policy, PolicyError> {
+        let effective = Effective::merge(layers);
+        Self::from_effective(effective, context, fs)
+    }
+
+    pub fn from_effective(
+        effective: Effective,
+        context: Context,
+        fs: &dyn FsView,
+    ) -> Result<Policy, PolicyError> {
+        if !context.cwd.is_absolute() {
+            return Err(PolicyError::Cwd(context.cwd.clone()));
+        }
+        let eff = &effective;
+        let expand = |key: &str| -> Result<Vec<Rule<PathPattern>>, PolicyError> {
+            eff.strings(key)
+                .into_iter()
+                .map(|r| {
+                    let pattern =
+                        PathPattern::parse(&r.text, &context.cwd, &context.home, fs).map_err(
+                            |message| PolicyError::Entry {
+                                key: key.to_string(),
+                                entry: r.text.clone(),
+                                provenance: r.provenance.clone(),
+                                message,
+                            },
+                        )?;
+                    Ok(Rule {
+                        pattern,
+                        text: r.text,
+                        provenance: r.provenance,
+                    })
+                })
+                .collect()
+        };
+
+        let cwd_real = super::fsview::resolve(fs, Path::new("/"), &context.cwd)
+            .unwrap_or_else(|_| context.cwd.clone());
+        let mut writable = vec![WritableRoot {
+            list: "working directory",
+            rule: Rule {
+                pattern: PathPattern::literal(context.cwd.clone(), cwd_real.clone()),
+                text: context.cwd.display().to_string(),
+                provenance: Provenance::builtin(),
+            },
+        }];
+        let disable_tmp = eff.bool("warden.disableTmpWrite").unwrap_or(false);
+        if let (Some(tmp), false) = (&context.tmpdir, disable_tmp) {
+            let real = super::fsview::resolve(fs, Path::new("/"), tmp).unwrap_or(tmp.clone());
+            writable.push(WritableRoot {
+                list: "TMPDIR",
+                rule: Rule {
+                    pattern: PathPattern::literal(tmp.clone(), real),
+                    text: tmp.display().to_string(),
+                    provenance: Provenance::builtin(),
+                },
+            });
+        }
+        for rule in expand("filesystem.allowWrite")? {
+            writable.push(WritableRoot {
+                list: "filesystem.allowWrite",
+                rule,
+            });
+        }
+        let read_only = eff
+            .scalar("warden.readOnly")
+            .filter(|s| s.value.as_bool() == Some(true))
+            .map(|s| s.provenance.clone());
+        let paths = PathRules {
+            cwd: context.cwd.clone(),
+            writable,
+            deny_read: expand("filesystem.denyRead")?,
+            allow_read: expand("filesystem.allowRead")?,
+            deny_write: expand("filesystem.denyWrite")?,
+            mandatory: Mandatory::discover(
+                fs,
+                &cwd_real,
+                eff.bool("filesystem.allowGitConfig").unwrap_or(false),
+            ),
+            read_only,
+            disabled: eff.bool("filesystem.disabled").unwrap_or(false),
+        };
+
+        let domain_list = |key: &str, kind: ListKind| -> Result<Vec<Rule<DomainPattern>>, PolicyError> {
+            eff.strings(key)
+                .into_iter()
+                .map(|r| {
+                    let pattern =
+                        DomainPattern::parse(&r.text, kind).map_err(|e| PolicyError::Entry {
+                            key: key.to_string(),
+                            entry: r.text.clone(),
+                            provenance: r.provenance.clone(),
+                            message: e.to_string(),
+                        })?;
+                    Ok(Rule {
+                        pattern,
+                        text: r.text,
+                        provenance: r.provenance,
+                    })
+                })
+                .collect()
+        };
+        let denied_reasons = eff
+            .maps
+            .get("network.deniedDomainReasons")
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.value.as_str().map(|s| (k.clone(), s.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let domains = DomainRules {
+            denied: domain_list("network.deniedDomains", ListKind::Deny)?,
+            allowed: domain_list("network.allowedDomains", ListKind::Allow)?,
+            denied_reasons,
+            strict_allowlist: eff.bool("network.strictAllowlist").unwrap_or(false),
+            unrestricted: eff.bool("warden.unrestrictedNetwork").unwrap_or(false),
+        };
+
+        let auto_run = eff
+            .str("warden.commands.autoRun")
+            .and_then(|s| serde_json::from_value::<AutoRunMode>(Value::String(s.into())).ok());
+        let commands = CommandRules {
+            sandbox_enabled: eff.bool("enabled").unwrap_or(true),
+            allow_unsandboxed: eff.bool("allowUnsandboxedCommands").unwrap_or(false),
+            auto_allow_if_sandboxed: eff.bool("autoAllowBashIfSandboxed").unwrap_or(true),
+            excluded: eff.strings("excludedCommands"),
+            auto_run,
+            allow: eff.strings("warden.commands.allow"),
+            block: eff.strings("warden.commands.block"),
+        };
+
+        let unix_sockets = eff
+            .strings("network.allowUnixSockets")
+            .into_iter()
+            .map(|r| Rule {
+                pattern: super::path::expand_path(&r.text, &context.cwd, &context.home),
+                text: r.text,
+                provenance: r.provenance,
+            })
+            .collect();
+        let mode = eff
+            .str("mode")
+            .and_then(|s| serde_json::from_value::<Mode>(Value::String(s.into())).ok())
+            .unwrap_or(Mode::PerCommand);
+
+        Ok(Policy {
+            env_deny: eff.strings("warden.env.deny"),
+            paths,
+            domains,
+            commands,
+            unix_sockets,
+            mode,
+            approvals: Arc::new(SessionApprovals::default()),
+            effective,
+            context,
+        })
+    }
+
+    /// Whether commands run sandboxed at all (`sandbox.enabled`, default true).
+    pub fn sandbox_enabled(&self) -> bool {
+        self.effective.bool("enabled").unwrap_or(true)
+    }
+
+    /// Refuse to run when isolation cannot be established (`failIfUnavailable`, default true).
+    pub fn fail_if_unavailable(&self) -> bool {
+        self.effective.bool("failIfUnavailable").unwrap_or(true)
+    }
+}
+
+/// Convenience for tests and the CLI: a layer from settings.
+pub fn layer(layer: Layer, order: u16, source: &str, settings: SandboxSettings) -> LayerInput {
+    LayerInput {
+        provenance: Provenance::new(layer, order, source),
+        settings,
+    }
+}
+
+#[cfg(test)]
+#[path = "merge_tests.rs"]
+mod tests;
+
+impl Policy {
+    /// May the sandbox read/write `path`? Session approvals apply.
+    pub fn check_path(
+        &self,
+        fs: &dyn FsView,
+        path: &Path,
+        access: super::path::Access,
+    ) -> super::decision::Verdict {
+        self.paths.decide(fs, path, access, Some(&self.approvals))
+    }
+
+    /// May the sandbox reach `host` (on `port`)? Session approvals apply.
+    pub fn check_domain(&self, host: &super::domain::Host, port: Option<u16>) -> super::decision::Verdict {
+        let v = self
+            .domains
+            .decide_host(host, port, self.context.approver_attached);
+        if v.decision == super::decision::Decision::RequiresApproval
+            && self.approvals.covers_domain(host)
+        {
+            return super::decision::Verdict::allow(
+                super::decision::ReasonKind::SessionApproval,
+                format!("{host} was approved for this session"),
+            );
+        }
+        v
+    }
+
+    /// May an agent run this shell line, and where?
+    pub fn check_command(
+        &self,
+        req: &super::command::CommandRequest<'_>,
+    ) -> super::command::CommandVerdict {
+        self.commands.decide(req)
+    }
+}

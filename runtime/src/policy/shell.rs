@@ -1,0 +1,806 @@
+//! Split a shell line into the simple commands it would run, with tree-sitter-bash.
+//!
+//! An agent harness asks warden about a whole line (`cd x && make | tee log`), but rules are
+//! about programs. [`simple_commands`] walks the syntax tree and returns every simple command
+//! anywhere in the line: in lists (`&&`, `||`, `;`, `&`, newlines), pipelines, subshells,
+//! groups, `$(…)` and backtick substitutions (also inside the words and strings of another
+//! command), process substitutions, heredoc bodies, the conditions and bodies of
+//! `if`/`while`/`until`/`for`/`case`, and function bodies. `declaration_command`s (`export`,
+//! `local`, `declare`, `readonly`, `typeset`) and `unset` count as simple commands too.
+//!
+//! Scripts handed to another interpreter as a string are parsed as well, recursively (at most
+//! [`MAX_NESTING`] levels): `bash -c 'LINE'` (also `sh`, `zsh`, `dash`, `ash`, `ksh`, `mksh`),
+//! `su -c 'LINE'`, `eval WORDS…` and `env -S 'LINE'`. When such a script is only known at run
+//! time (`bash -c "$CMD"`), the line is an error: nobody can say what it runs.
+//!
+//! A line that is empty (only blanks and comments) or contains a syntax error is an error;
+//! callers treat that as "needs approval".
+//!
+//! [`program`] and [`effective_argv`] look through wrappers that run another program with the
+//! same privileges (`env`, `command`, `builtin`, `exec`, `nice`, `nohup`, `time`, `timeout`,
+//! `stdbuf`, `xargs`, `coproc`), skipping their options. `sudo` and `doas` are programs
+//! themselves and are not looked through; [`privileged_argv`] looks through them as well, for
+//! rules that must hold whoever runs the program (block lists).
+
+use serde::Serialize;
+use std::cell::RefCell;
+use thiserror::Error;
+use tree_sitter::{Node, Parser, Tree};
+
+/// How many levels of `bash -c '…'` (and `eval`, `su -c`, `env -S`) are parsed.
+pub const MAX_NESTING: usize = 8;
+
+/// One simple command: a program and its arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SimpleCommand {
+    /// The argv. Static words have their quoting removed (`'a b'` → `a b`); words whose value
+    /// is only known at run time (`$HOME`, `$(pwd)/x`) keep their source text. Leading variable
+    /// assignments and redirections are not words.
+    pub words: Vec<String>,
+    /// The command's source text, assignments included, redirections of a
+    /// `redirected_statement` excluded.
+    pub text: String,
+}
+
+/// Why a line could not be split into simple commands.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ShellParseError {
+    #[error("the command line is empty")]
+    Empty,
+    #[error("syntax error at byte {offset}: `{near}`")]
+    Syntax { offset: usize, near: String },
+    #[error("scripts nested more than {MAX_NESTING} levels deep (`bash -c`, `eval`)")]
+    TooDeep,
+    #[error("`{0}` runs a script that is only known at run time")]
+    DynamicScript(String),
+    #[error("the bash parser is unavailable: {0}")]
+    Parser(String),
+}
+
+/// Every simple command of `line`, in source order (a command before the substitutions and
+/// nested scripts inside it).
+pub fn simple_commands(line: &str) -> Result<Vec<SimpleCommand>, ShellParseError> {
+    let mut out = Vec::new();
+    collect_line(line, 0, &mut out)?;
+    Ok(out)
+}
+
+/// The basename of the program `cmd` runs, after the wrappers [`effective_argv`] looks
+/// through. `None` for a command without words.
+pub fn program(cmd: &SimpleCommand) -> Option<&str> {
+    effective_argv(cmd).first().map(|w| basename(w))
+}
+
+/// The argv after wrappers (`env FOO=1 nice -n 5 rm -rf x` → `rm -rf x`). When a wrapper has
+/// no command (`env`, `xargs` alone) the argv starts at that wrapper.
+pub fn effective_argv(cmd: &SimpleCommand) -> &[String] {
+    &cmd.words[effective_start(&cmd.words, false)..]
+}
+
+/// Like [`effective_argv`], but also looks through `sudo`, `doas` and `pkexec`
+/// (`sudo -u x env curl y` → `curl y`).
+pub fn privileged_argv(cmd: &SimpleCommand) -> &[String] {
+    &cmd.words[effective_start(&cmd.words, true)..]
+}
+
+/// The last path component of a program word (`/usr/bin/rm` → `rm`).
+pub fn basename(word: &str) -> &str {
+    match word.rsplit('/').next() {
+        Some(base) if !base.is_empty() => base,
+        _ => word,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing and walking.
+
+thread_local! {
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+fn parse(line: &str) -> Result<Tree, ShellParseError> {
+    PARSER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_bash::LANGUAGE.into())
+                .map_err(|e| ShellParseError::Parser(e.to_string()))?;
+            *slot = Some(parser);
+        }
+        let parser = slot
+            .as_mut()
+            .ok_or_else(|| ShellParseError::Parser("not initialised".to_string()))?;
+        let tree = parser.parse(line, None);
+        if tree.is_none() {
+            // A failed parse leaves the parser mid-way; start afresh next time.
+            parser.reset();
+        }
+        tree.ok_or_else(|| ShellParseError::Parser("parse was cancelled".to_string()))
+    })
+}
+
+fn collect_line(
+    line: &str,
+    depth: usize,
+    out: &mut Vec<SimpleCommand>,
+) -> Result<(), ShellParseError> {
+    if depth > MAX_NESTING {
+        return Err(ShellParseError::TooDeep);
+    }
+    let tree = parse(line)?;
+    let root = tree.root_node();
+    if root.has_error() {
+        return Err(syntax_error(root, line));
+    }
+    let mut cursor = root.walk();
+    if !root
+        .named_children(&mut cursor)
+        .any(|child| child.kind() != "comment")
+    {
+        return Err(ShellParseError::Empty);
+    }
+
+    // Iterative pre-order walk: deeply nested input must not exhaust the stack.
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        match node.kind() {
+            "command" => {
+                if let Some(words) = command_words(node, line) {
+                    push_command(node, line, words, depth, out)?;
+                }
+            }
+            "declaration_command" | "unset_command" => {
+                let words = declaration_words(node, line);
+                push_command(node, line, words, depth, out)?;
+            }
+            _ => {}
+        }
+        let mut cursor = node.walk();
+        let children: Vec<Node> = node.named_children(&mut cursor).collect();
+        stack.extend(children.into_iter().rev());
+    }
+    Ok(())
+}
+
+fn push_command(
+    node: Node,
+    src: &str,
+    words: Vec<Word>,
+    depth: usize,
+    out: &mut Vec<SimpleCommand>,
+) -> Result<(), ShellParseError> {
+    if words.is_empty() {
+        return Ok(());
+    }
+    let text = src[node.byte_range()].to_string();
+    let script = nested_script(&words, &text)?;
+    out.push(SimpleCommand {
+        words: words.into_iter().map(|w| w.value).collect(),
+        text,
+    });
+    if let Some(script) = script {
+        collect_line(&script, depth + 1, out)?;
+    }
+    Ok(())
+}
+
+fn syntax_error(root: Node, src: &str) -> ShellParseError {
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.is_error() || node.is_missing() {
+            let start = node.start_byte();
+            let near: String = src.get(start..).unwrap_or("").chars().take(24).collect();
+            return ShellParseError::Syntax {
+                offset: start,
+                near: if node.is_missing() {
+                    format!("missing {}", node.kind())
+                } else {
+                    near
+                },
+            };
+        }
+        let mut cursor = node.walk();
+        let children: Vec<Node> = node
+            .children(&mut cursor)
+            .filter(|c| c.has_error())
+            .collect();
+        stack.extend(children.into_iter().rev());
+    }
+    ShellParseError::Syntax {
+        offset: 0,
+        near: src.chars().take(24).collect(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Words.
+
+/// A word's value and whether that value is known before run time.
+#[derive(Clone, Debug)]
+struct Word {
+    value: String,
+    is_static: bool,
+}
+
+/// The words of a `command` node: its name and arguments. `None` when it has no name.
+fn command_words(node: Node, src: &str) -> Option<Vec<Word>> {
+    let mut parts: Vec<Node> = Vec::new();
+    for i in 0..node.child_count() {
+        let field = u32::try_from(i)
+            .ok()
+            .and_then(|i| node.field_name_for_child(i));
+        if matches!(field, Some("name") | Some("argument")) {
+            if let Some(child) = node.child(i) {
+                parts.push(child);
+            }
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(group_words(&parts, src))
+}
+
+fn declaration_words(node: Node, src: &str) -> Vec<Word> {
+    let mut parts = Vec::new();
+    for i in 0..node.child_count() {
+        if let Some(child) = node.child(i) {
+            if child.kind() != "comment" {
+                parts.push(child);
+            }
+        }
+    }
+    group_words(&parts, src)
+}
+
+/// Adjacent nodes with nothing between them form one word (`$"x"` parses as `$` + `"x"`).
+fn group_words(parts: &[Node], src: &str) -> Vec<Word> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < parts.len() {
+        let mut j = i + 1;
+        while j < parts.len() && parts[j].start_byte() == parts[j - 1].end_byte() {
+            j += 1;
+        }
+        words.push(word_of(&parts[i..j], src));
+        i = j;
+    }
+    words
+}
+
+fn word_of(group: &[Node], src: &str) -> Word {
+    let (Some(first), Some(last)) = (group.first(), group.last()) else {
+        return Word {
+            value: String::new(),
+            is_static: true,
+        };
+    };
+    let text = &src[first.start_byte()..last.end_byte()];
+    let mut value = String::new();
+    for (k, node) in group.iter().enumerate() {
+        // `$"…"` (a translated string) is the string itself in the C locale.
+        let next_is_string = group.get(k + 1).is_some_and(|n| n.kind() == "string");
+        if !node.is_named() && node.kind() == "$" && next_is_string {
+            continue;
+        }
+        match static_value(*node, src) {
+            Some(v) => value.push_str(&v),
+            None => {
+                return Word {
+                    value: text.to_string(),
+                    is_static: false,
+                }
+            }
+        }
+    }
+    Word {
+        value,
+        is_static: true,
+    }
+}
+
+/// The value of a word node when it is known before run time.
+fn static_value(node: Node, src: &str) -> Option<String> {
+    let text = &src[node.byte_range()];
+    if !node.is_named() {
+        return Some(text.to_string());
+    }
+    match node.kind() {
+        "word" => Some(unescape_unquoted(text)),
+        "number" if node.named_child_count() == 0 => Some(text.to_string()),
+        "raw_string" => text
+            .strip_prefix('\'')
+            .and_then(|t| t.strip_suffix('\''))
+            .map(str::to_string),
+        "string" => {
+            let mut cursor = node.walk();
+            let only_content = node
+                .named_children(&mut cursor)
+                .all(|c| c.kind() == "string_content");
+            if !only_content {
+                return None;
+            }
+            text.strip_prefix('"')
+                .and_then(|t| t.strip_suffix('"'))
+                .map(unescape_double_quoted)
+        }
+        "ansi_c_string" => text
+            .strip_prefix("$'")
+            .and_then(|t| t.strip_suffix('\''))
+            .and_then(unescape_ansi_c),
+        "translated_string" => {
+            let inner = node.named_child(0)?;
+            static_value(inner, src)
+        }
+        "command_name" | "concatenation" => {
+            let mut value = String::new();
+            let mut expected = node.start_byte();
+            for i in 0..node.child_count() {
+                let child = node.child(i)?;
+                if child.start_byte() != expected {
+                    return None;
+                }
+                value.push_str(&static_value(child, src)?);
+                expected = child.end_byte();
+            }
+            (expected == node.end_byte()).then_some(value)
+        }
+        "variable_assignment" => {
+            let value_node = node.child_by_field_name("value")?;
+            let head = &src[node.start_byte()..value_node.start_byte()];
+            Some(format!("{head}{}", static_value(value_node, src)?))
+        }
+        "variable_name" => Some(text.to_string()),
+        _ => None,
+    }
+}
+
+/// Unquoted word: `\x` is `x`, backslash-newline disappears.
+fn unescape_unquoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('\n') => {}
+                Some(n) => out.push(n),
+                None => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Inside double quotes only `\$`, `` \` ``, `\"`, `\\` and backslash-newline are escapes.
+fn unescape_double_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.peek() {
+                Some('$' | '`' | '"' | '\\') => {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                }
+                Some('\n') => {
+                    chars.next();
+                }
+                _ => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `$'…'` escapes. `None` (treated as dynamic) for forms not decoded here (`\cX`, invalid).
+fn unescape_ansi_c(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        i += 1;
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let e = *chars.get(i)?;
+        i += 1;
+        let simple = match e {
+            'a' => Some('\x07'),
+            'b' => Some('\x08'),
+            'e' | 'E' => Some('\x1b'),
+            'f' => Some('\x0c'),
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'v' => Some('\x0b'),
+            '\\' | '\'' | '"' | '?' => Some(e),
+            _ => None,
+        };
+        if let Some(s) = simple {
+            out.push(s);
+            continue;
+        }
+        let (radix, max) = match e {
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            '0'..='7' => {
+                i -= 1;
+                (8, 3)
+            }
+            _ => return None,
+        };
+        let digits: String = chars[i..]
+            .iter()
+            .take(max)
+            .take_while(|d| d.is_digit(radix))
+            .collect();
+        if digits.is_empty() {
+            return None;
+        }
+        i += digits.chars().count();
+        let code = u32::from_str_radix(&digits, radix).ok()?;
+        out.push(char::from_u32(code)?);
+    }
+    Some(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wrappers.
+
+/// How a wrapper's options are laid out.
+struct Wrapper {
+    /// Short options that take a value (attached, `-n5`, or as the next word).
+    short_value: &'static str,
+    /// Short options whose value can only be attached (`xargs -i{}`).
+    short_optional: &'static str,
+    /// Long options that take a value as the next word unless written `--opt=value`.
+    long_value: &'static [&'static str],
+    /// Positional words between the options and the program (`timeout DURATION`).
+    positional: usize,
+    /// `NAME=VALUE` words before the program are skipped (`env`, `sudo`).
+    assignments: bool,
+    /// Options after which the wrapper runs no argv of its own (`env -S`).
+    stop_short: &'static str,
+    stop_long: &'static [&'static str],
+    /// Only with [`privileged_argv`].
+    privileged: bool,
+}
+
+const PLAIN: Wrapper = Wrapper {
+    short_value: "",
+    short_optional: "",
+    long_value: &[],
+    positional: 0,
+    assignments: false,
+    stop_short: "",
+    stop_long: &[],
+    privileged: false,
+};
+
+fn wrapper(name: &str) -> Option<Wrapper> {
+    Some(match name {
+        "env" => Wrapper {
+            short_value: "uC",
+            long_value: &["--unset", "--chdir"],
+            assignments: true,
+            stop_short: "S",
+            stop_long: &["--split-string"],
+            ..PLAIN
+        },
+        "command" | "builtin" | "nohup" | "coproc" => PLAIN,
+        "exec" => Wrapper {
+            short_value: "a",
+            ..PLAIN
+        },
+        "nice" => Wrapper {
+            short_value: "n",
+            long_value: &["--adjustment"],
+            ..PLAIN
+        },
+        "time" => Wrapper {
+            short_value: "fo",
+            long_value: &["--format", "--output"],
+            ..PLAIN
+        },
+        "timeout" => Wrapper {
+            short_value: "sk",
+            long_value: &["--signal", "--kill-after"],
+            positional: 1,
+            ..PLAIN
+        },
+        "stdbuf" => Wrapper {
+            short_value: "ioe",
+            long_value: &["--input", "--output", "--error"],
+            ..PLAIN
+        },
+        "xargs" => Wrapper {
+            short_value: "adEILnPs",
+            short_optional: "eil",
+            long_value: &[
+                "--arg-file",
+                "--delimiter",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--process-slot-var",
+            ],
+            ..PLAIN
+        },
+        "sudo" => Wrapper {
+            short_value: "ugCDpRrtTUh",
+            long_value: &[
+                "--user",
+                "--group",
+                "--close-from",
+                "--chdir",
+                "--prompt",
+                "--chroot",
+                "--role",
+                "--type",
+                "--command-timeout",
+                "--other-user",
+                "--host",
+            ],
+            assignments: true,
+            privileged: true,
+            ..PLAIN
+        },
+        "doas" => Wrapper {
+            short_value: "uC",
+            privileged: true,
+            ..PLAIN
+        },
+        "pkexec" => Wrapper {
+            long_value: &["--user"],
+            privileged: true,
+            ..PLAIN
+        },
+        _ => return None,
+    })
+}
+
+impl Wrapper {
+    /// How many words after the wrapper's name precede the program it runs; `None` when it
+    /// runs no argv of its own.
+    fn skip(&self, args: &[String]) -> Option<usize> {
+        let mut i = 0;
+        let mut positional = self.positional;
+        while let Some(arg) = args.get(i) {
+            if arg == "--" {
+                i += 1;
+                break;
+            }
+            if arg == "-" {
+                i += 1; // `env -` is `env -i`
+                continue;
+            }
+            if let Some(long) = arg.strip_prefix("--") {
+                let name = format!("--{}", long.split('=').next().unwrap_or(long));
+                if self.stop_long.contains(&name.as_str()) {
+                    return None;
+                }
+                i += if !long.contains('=') && self.long_value.contains(&name.as_str()) {
+                    2
+                } else {
+                    1
+                };
+                continue;
+            }
+            if arg.len() > 1 && arg.starts_with('-') {
+                i += 1;
+                for (pos, c) in arg.char_indices().skip(1) {
+                    if self.stop_short.contains(c) {
+                        return None;
+                    }
+                    if self.short_optional.contains(c) {
+                        break;
+                    }
+                    if self.short_value.contains(c) {
+                        if pos + c.len_utf8() == arg.len() {
+                            i += 1; // the value is the next word
+                        }
+                        break;
+                    }
+                }
+                continue;
+            }
+            break;
+        }
+        while let Some(arg) = args.get(i) {
+            if positional > 0 {
+                positional -= 1;
+                i += 1;
+            } else if self.assignments && arg.contains('=') {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        Some(i)
+    }
+}
+
+fn effective_start(words: &[String], privileged: bool) -> usize {
+    let mut start = 0;
+    while let Some(first) = words.get(start) {
+        let Some(w) = wrapper(basename(first)) else {
+            break;
+        };
+        if w.privileged && !privileged {
+            break;
+        }
+        match w.skip(&words[start + 1..]) {
+            Some(n) if start + 1 + n < words.len() => start += 1 + n,
+            _ => break,
+        }
+    }
+    start
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nested scripts.
+
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ash", "ksh", "mksh"];
+
+/// The script a command hands to an interpreter as a string, if any.
+fn nested_script(words: &[Word], text: &str) -> Result<Option<String>, ShellParseError> {
+    let values: Vec<String> = words.iter().map(|w| w.value.clone()).collect();
+    let start = effective_start(&values, true);
+    let argv = &words[start..];
+    let Some(first) = argv.first() else {
+        return Ok(None);
+    };
+    let script = match basename(&first.value) {
+        name if SHELLS.contains(&name) => shell_c_script(&argv[1..]),
+        "su" => su_c_script(&argv[1..]),
+        "env" => env_split_string(&argv[1..]),
+        "eval" => {
+            let args = &argv[1..];
+            if args.iter().any(|w| !w.is_static) {
+                return Err(ShellParseError::DynamicScript(text.to_string()));
+            }
+            let joined: Vec<&str> = args.iter().map(|w| w.value.as_str()).collect();
+            Some(Word {
+                value: joined.join(" "),
+                is_static: true,
+            })
+        }
+        _ => None,
+    };
+    match script {
+        Some(w) if !w.is_static => Err(ShellParseError::DynamicScript(text.to_string())),
+        Some(w) if w.value.trim().is_empty() => Ok(None),
+        Some(w) => Ok(Some(w.value)),
+        None => Ok(None),
+    }
+}
+
+/// `sh [options] -c SCRIPT [NAME [ARGS…]]`: options come first, SCRIPT is the first operand.
+fn shell_c_script(args: &[Word]) -> Option<Word> {
+    let mut has_c = false;
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let a = arg.value.as_str();
+        if a == "--" || a == "-" {
+            i += 1;
+            break;
+        }
+        if a.starts_with("--") {
+            i += if matches!(a, "--rcfile" | "--init-file") {
+                2
+            } else {
+                1
+            };
+            continue;
+        }
+        if a.len() > 1 && (a.starts_with('-') || a.starts_with('+')) {
+            i += 1;
+            for c in a.chars().skip(1) {
+                match c {
+                    'c' if a.starts_with('-') => has_c = true,
+                    'o' | 'O' => i += 1,
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        break;
+    }
+    if has_c {
+        args.get(i).cloned()
+    } else {
+        None
+    }
+}
+
+/// `su [options] [-] [USER] -c COMMAND` (or `--command=COMMAND`).
+fn su_c_script(args: &[Word]) -> Option<Word> {
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let a = arg.value.as_str();
+        if let Some(cmd) = a.strip_prefix("--command=") {
+            return Some(Word {
+                value: cmd.to_string(),
+                is_static: arg.is_static,
+            });
+        }
+        if a == "--command" {
+            return args.get(i + 1).cloned();
+        }
+        if a.len() > 1 && a.starts_with('-') && !a.starts_with("--") {
+            for (pos, c) in a.char_indices().skip(1) {
+                if c == 'c' {
+                    let rest = &a[pos + 1..];
+                    if rest.is_empty() {
+                        return args.get(i + 1).cloned();
+                    }
+                    return Some(Word {
+                        value: rest.to_string(),
+                        is_static: arg.is_static,
+                    });
+                }
+                if matches!(c, 's' | 'g' | 'G' | 'w') {
+                    if pos + 1 == a.len() {
+                        i += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `env [options] -S 'STRING' [ARGS…]`: STRING is split into words like a shell would.
+fn env_split_string(args: &[Word]) -> Option<Word> {
+    for (i, arg) in args.iter().enumerate() {
+        let a = arg.value.as_str();
+        let (script, rest) = if let Some(s) = a.strip_prefix("--split-string=") {
+            (Some(s.to_string()), i + 1)
+        } else if a == "--split-string" || a == "-S" {
+            (args.get(i + 1).map(|w| w.value.clone()), i + 2)
+        } else if a.starts_with('-') && !a.starts_with("--") {
+            match a.find('S') {
+                Some(pos) => {
+                    let attached = &a[pos + 1..];
+                    if attached.is_empty() {
+                        (args.get(i + 1).map(|w| w.value.clone()), i + 2)
+                    } else {
+                        (Some(attached.to_string()), i + 1)
+                    }
+                }
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        let script = script?;
+        let all_static = args[i..].iter().all(|w| w.is_static);
+        let mut value = script;
+        for w in args.get(rest..).unwrap_or(&[]) {
+            // Words after the string are arguments, not script text.
+            value.push_str(" '");
+            value.push_str(&w.value.replace('\'', "'\\''"));
+            value.push('\'');
+        }
+        return Some(Word {
+            value,
+            is_static: all_static,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+#[path = "shell_tests.rs"]
+mod tests;

@@ -1,0 +1,190 @@
+//! Helpers for black-box tests: find (and build) the `warden` binary and run it in an isolated
+//! environment, so a developer's own `~/.config/warden`, `/etc/warden` or `WARDEN_*` variables
+//! never leak into a test.
+//!
+//! ```no_run
+//! let env = warden_tests::TestEnv::new();
+//! let settings = env.write_settings("s.json", r#"{ "network": { "allowedDomains": ["github.com"] } }"#);
+//! let settings = settings.display().to_string();
+//! let out = env.run(["check", "--settings", &settings, "--domain", "github.com"]);
+//! assert_eq!(out.code, 0, "{}", out.stderr);
+//! ```
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use tempfile::TempDir;
+
+/// The `warden` binary of the workspace, built with the profile of the running test.
+///
+/// Test executables live in `<target>/<profile>/deps/`, so the binary is
+/// `<target>/<profile>/warden` (this follows `CARGO_TARGET_DIR` and `--target-dir`). The first
+/// call in a process runs `cargo build -p warden --bin warden` for that profile, which is a no-op
+/// when the binary is fresh: `cargo test` itself does not rebuild another package's binary, so
+/// without this a test could silently run a stale one. Panics if the build fails.
+pub fn warden_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_warden).clone()
+}
+
+fn build_warden() -> PathBuf {
+    let exe = std::env::current_exe()
+        .unwrap_or_else(|e| panic!("cannot locate the running test executable: {e}"));
+    let (Some(profile_dir), Some(target_dir)) =
+        (exe.parent().and_then(Path::parent), exe.ancestors().nth(3))
+    else {
+        panic!("{} is not in <target>/<profile>/deps/", exe.display());
+    };
+    let profile = match profile_dir.file_name().and_then(OsStr::to_str) {
+        Some("debug") => "dev",
+        Some(name) => name,
+        None => panic!("no profile directory above {}", exe.display()),
+    };
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or_else(|| panic!("warden-tests is not inside the workspace"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let args = [
+        "build",
+        "-p",
+        "warden",
+        "--bin",
+        "warden",
+        "--profile",
+        profile,
+    ];
+    let out = Command::new(cargo)
+        .args(args)
+        .current_dir(workspace)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build warden: {e}"));
+    let bin = profile_dir.join("warden");
+    if !out.status.success() || !bin.is_file() {
+        panic!(
+            "`cargo {}` (target dir {}) did not produce {}: {}\n{}",
+            args.join(" "),
+            target_dir.display(),
+            bin.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    bin
+}
+
+/// A `warden` command isolated in `root`, a temporary directory the caller owns:
+/// `HOME` is `root/home`, `XDG_CONFIG_HOME` is `root/home/.config`, `WARDEN_MANAGED_SETTINGS` is
+/// `root/managed-settings.json` (absent unless the test writes it), the working directory is
+/// `root/project`, and no other `WARDEN_*` variable of the caller's environment is passed on.
+/// [`TestEnv`] creates that layout.
+pub fn warden(root: &Path) -> Command {
+    let mut cmd = Command::new(warden_bin());
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("WARDEN_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.current_dir(root.join("project"))
+        .env("HOME", root.join("home"))
+        .env("XDG_CONFIG_HOME", root.join("home/.config"))
+        .env(
+            "WARDEN_MANAGED_SETTINGS",
+            root.join("managed-settings.json"),
+        );
+    cmd
+}
+
+/// A temporary directory laid out for [`warden`]: `home/` (with `.config/`) and `project/`.
+/// Settings layers are files in it: `home/.config/warden/settings.json` (user),
+/// `project/.warden/settings.json` (project), `managed-settings.json` (managed), or any other
+/// name for a `--settings` file.
+pub struct TestEnv {
+    dir: TempDir,
+}
+
+/// What a `warden` run returned.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl TestEnv {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("warden-test-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
+        let env = TestEnv { dir };
+        for path in [env.home().join(".config"), env.project()] {
+            fs::create_dir_all(&path)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        }
+        env
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+
+    pub fn project(&self) -> PathBuf {
+        self.root().join("project")
+    }
+
+    /// Writes `json` (JSONC or deliberately broken text is fine) to `name` below the root,
+    /// creating parent directories, and returns its path.
+    pub fn write_settings(&self, name: &str, json: &str) -> PathBuf {
+        let path = self.root().join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", parent.display()));
+        }
+        fs::write(&path, json).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        path
+    }
+
+    /// A `warden` command isolated in this environment (see [`warden`]).
+    pub fn command(&self) -> Command {
+        warden(self.root())
+    }
+
+    /// Runs `warden ARGS` in this environment. Panics if warden cannot start or dies by a signal.
+    pub fn run<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let out = self
+            .command()
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run warden: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let Some(code) = out.status.code() else {
+            panic!(
+                "warden died: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                out.status
+            );
+        };
+        Output {
+            code,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
