@@ -25,17 +25,33 @@ fn policy() -> (Policy, MemFs) {
     // domains (+ the domain lists below, benchmarked separately with 50 domain rules).
     let fs_rules = FilesystemSettings {
         deny_read: s((0..15).map(|i| format!("/home/dev/secret{i}")).collect()),
-        allow_read: s((0..5).map(|i| format!("/home/dev/secret{i}/public")).collect()),
+        allow_read: s((0..5)
+            .map(|i| format!("/home/dev/secret{i}/public"))
+            .collect()),
         allow_write: s((0..10).map(|i| format!("/var/cache/tool{i}")).collect()),
-        deny_write: s((0..10).map(|i| format!("/home/dev/work/project/generated{i}")).collect()),
+        deny_write: s((0..10)
+            .map(|i| format!("/home/dev/work/project/generated{i}"))
+            .collect()),
         ..Default::default()
     };
     let net = NetworkSettings {
         allowed_domains: s((0..25)
-            .map(|i| if i % 2 == 0 { format!("*.allowed{i}.example") } else { format!("api{i}.example.com") })
+            .map(|i| {
+                if i % 2 == 0 {
+                    format!("*.allowed{i}.example")
+                } else {
+                    format!("api{i}.example.com")
+                }
+            })
             .collect()),
         denied_domains: s((0..25)
-            .map(|i| if i % 2 == 0 { format!("*.denied{i}.example") } else { format!("bad{i}.example.net:443") })
+            .map(|i| {
+                if i % 2 == 0 {
+                    format!("*.denied{i}.example")
+                } else {
+                    format!("bad{i}.example.net:443")
+                }
+            })
             .collect()),
         ..Default::default()
     };
@@ -58,8 +74,14 @@ fn policy() -> (Policy, MemFs) {
 fn bench(c: &mut Criterion) {
     let (p, fs) = policy();
     let paths: Vec<(PathBuf, Access)> = vec![
-        ("/home/dev/work/project/src/module/lib.rs".into(), Access::Write),
-        ("/home/dev/work/project/generated7/x.rs".into(), Access::Write),
+        (
+            "/home/dev/work/project/src/module/lib.rs".into(),
+            Access::Write,
+        ),
+        (
+            "/home/dev/work/project/generated7/x.rs".into(),
+            Access::Write,
+        ),
         ("/etc/passwd".into(), Access::Write),
         ("/usr/lib/x86_64-linux-gnu/libc.so.6".into(), Access::Read),
         ("/home/dev/secret9/key".into(), Access::Read),
@@ -94,15 +116,21 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
-    let canonical: Vec<_> = hosts.iter().filter_map(|h| canonical_host(h).ok()).collect();
+    let canonical: Vec<_> = hosts
+        .iter()
+        .filter_map(|h| canonical_host(h).ok())
+        .collect();
     g.throughput(Throughput::Elements(canonical.len() as u64));
-    g.bench_function(BenchmarkId::new("domain-canonical-host", "50-rule policy"), |b| {
-        b.iter(|| {
-            for h in &canonical {
-                black_box(p.check_domain(black_box(h), Some(443)));
-            }
-        })
-    });
+    g.bench_function(
+        BenchmarkId::new("domain-canonical-host", "50-rule policy"),
+        |b| {
+            b.iter(|| {
+                for h in &canonical {
+                    black_box(p.check_domain(black_box(h), Some(443)));
+                }
+            })
+        },
+    );
     g.finish();
 }
 

@@ -200,9 +200,12 @@ impl CommandRules {
                 if self.allow_unsandboxed {
                     let verdict = Verdict::ask(
                         ReasonKind::CommandUnsandboxed,
-                        "the agent asked to run this line outside the sandbox; \
-                         sandbox.allowUnsandboxedCommands permits it, but every such line \
-                         needs approval",
+                        format!(
+                            "the agent asked to run `{}` outside the sandbox; \
+                             sandbox.allowUnsandboxedCommands permits it, but every such line \
+                             needs approval",
+                            texts.join("; ")
+                        ),
                     );
                     return done(verdict, Placement::Unsandboxed);
                 }
@@ -374,8 +377,9 @@ fn word_prefix(entry: &[&str], argv: &[String], basename_program: bool) -> bool 
 
 /// `warden.commands.allow`: word-prefix of the argv after wrappers, program compared as
 /// written (`git` does not allow `./git`).
+/// A command with leading assignments (`LD_PRELOAD=x git status`) is never allowlisted.
 pub fn allows(pattern: &str, cmd: &SimpleCommand) -> bool {
-    word_prefix(&prefix_words(pattern), shell::effective_argv(cmd), false)
+    cmd.assignments.is_empty() && word_prefix(&prefix_words(pattern), shell::effective_argv(cmd), false)
 }
 
 /// `warden.commands.block`: word-prefix of the argv as written, after wrappers, or after
@@ -394,7 +398,7 @@ pub fn blocks(pattern: &str, cmd: &SimpleCommand) -> bool {
 /// `sandbox.excludedCommands`: `prefix:*` and `prefix ` (trailing blank) match word-prefixes,
 /// anything else matches the exact words. Compared with the words as written.
 pub fn excludes(pattern: &str, cmd: &SimpleCommand) -> bool {
-    if pattern.trim().is_empty() {
+    if pattern.trim().is_empty() || !cmd.assignments.is_empty() {
         return false;
     }
     let prefix = pattern.ends_with(":*") || pattern.ends_with(char::is_whitespace);

@@ -44,6 +44,7 @@ fn cmd(words: &[&str]) -> SimpleCommand {
     SimpleCommand {
         words: words.iter().map(|w| w.to_string()).collect(),
         text: words.join(" "),
+        assignments: Vec::new(),
     }
 }
 
@@ -716,4 +717,24 @@ fn verdict_serializes() {
         serde_json::from_str::<Placement>("\"unsandboxed\"").unwrap(),
         Placement::Unsandboxed
     );
+}
+
+#[test]
+fn leading_assignments_are_never_allowlisted_or_excluded() {
+    let r = allowlist(&["git"]);
+    check(&decide(&r, "git status"), Decision::Allow, ReasonKind::CommandAllowed, Placement::Sandboxed);
+    for line in [
+        "LD_PRELOAD=/tmp/x.so git status",
+        "PATH=./bin git status",
+        "GIT_SSH_COMMAND='sh -c evil' git fetch",
+        "git status && FOO=1 git log",
+    ] {
+        assert_eq!(decide(&r, line).verdict.decision, Decision::RequiresApproval, "{line}");
+    }
+    let r = CommandRules {
+        excluded: rules(&["docker:*"]),
+        ..CommandRules::default()
+    };
+    assert_eq!(decide(&r, "docker ps").placement, Placement::Unsandboxed);
+    assert_eq!(decide(&r, "DOCKER_HOST=tcp://x docker ps").placement, Placement::Sandboxed);
 }

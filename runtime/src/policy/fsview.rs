@@ -5,9 +5,9 @@
 //! as `realpath -m` does, because policy must also answer for files that do not exist yet.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
@@ -149,89 +149,126 @@ const MAX_LINKS: usize = 40;
 /// Makes `path` absolute against `cwd` and normalises it lexically: `.` dropped, `..` pops,
 /// repeated and trailing slashes removed. Symlinks are not consulted.
 pub fn lexical(cwd: &Path, path: &Path) -> PathBuf {
-    let mut out = if path.is_absolute() {
-        PathBuf::from("/")
-    } else {
-        lexical(Path::new("/"), cwd)
-    };
-    for c in path.components() {
-        match c {
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
+    let raw = path.as_os_str().as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(raw.len() + cwd.as_os_str().len() + 1);
+    out.push(b'/');
+    if raw.first() != Some(&b'/') {
+        walk_lexical(&mut out, cwd.as_os_str().as_bytes());
+    }
+    walk_lexical(&mut out, raw);
+    PathBuf::from(OsString::from_vec(out))
+}
+
+fn walk_lexical(out: &mut Vec<u8>, raw: &[u8]) {
+    for comp in raw.split(|b| *b == b'/') {
+        match comp {
+            b"" | b"." => {}
+            b".." => pop_component(out),
+            name => push_component(out, name),
         }
     }
-    out
+}
+
+/// Removes the last component of an absolute byte path (`/` stays `/`).
+#[inline]
+fn pop_component(out: &mut Vec<u8>) {
+    if out.len() > 1 {
+        let i = out.iter().rposition(|b| *b == b'/').unwrap_or(0);
+        out.truncate(i.max(1));
+    }
+}
+
+#[inline]
+fn push_component(out: &mut Vec<u8>, name: &[u8]) {
+    if out.len() > 1 {
+        out.push(b'/');
+    }
+    out.extend_from_slice(name);
 }
 
 /// Whether `path` has a `..` component.
 pub fn has_dotdot(path: &Path) -> bool {
-    path.components().any(|c| c == Component::ParentDir)
+    path.as_os_str()
+        .as_bytes()
+        .split(|b| *b == b'/')
+        .any(|c| c == b"..")
 }
 
 /// Resolves `path` (absolute, or relative to `cwd`) the way the kernel would, following every
 /// symlink, including a final one, and continuing lexically through components that do not
-/// exist.
+/// exist. Allocates only when it meets a symlink.
 pub fn resolve(fs: &dyn FsView, cwd: &Path, path: &Path) -> Result<PathBuf, LoopError> {
-    let start = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        cwd.join(path)
-    };
-    // Pending components, in reverse order so the next one is popped from the end.
-    let mut pending: Vec<PathBuf> = Vec::new();
-    push_reversed(&mut pending, &start);
-    let mut out = PathBuf::from("/");
+    let raw = path.as_os_str().as_bytes();
+    // The bytes still to walk; a symlink replaces them with its target followed by the rest.
+    let mut rest: Vec<u8> = Vec::with_capacity(raw.len() + cwd.as_os_str().len() + 1);
+    if raw.first() != Some(&b'/') {
+        rest.extend_from_slice(cwd.as_os_str().as_bytes());
+        rest.push(b'/');
+    }
+    rest.extend_from_slice(raw);
+    let mut out: Vec<u8> = Vec::with_capacity(rest.len());
+    out.push(b'/');
+    let mut pos = 0usize;
     let mut links = 0usize;
     let mut exists = true;
-    while let Some(comp) = pending.pop() {
-        let name: &OsStr = comp.as_os_str();
-        match name.as_bytes() {
-            b"" | b"." | b"/" => continue,
-            b".." => {
-                out.pop();
-                // Going up from a missing component lands on something that may exist again.
-                exists = fs.kind(&out).is_some();
-                continue;
-            }
-            _ => {}
+    loop {
+        while rest.get(pos) == Some(&b'/') {
+            pos += 1;
         }
-        out.push(name);
+        if pos >= rest.len() {
+            break;
+        }
+        let end = rest[pos..]
+            .iter()
+            .position(|b| *b == b'/')
+            .map_or(rest.len(), |i| pos + i);
+        let comp = &rest[pos..end];
+        if comp == b"." {
+            pos = end;
+            continue;
+        }
+        if comp == b".." {
+            pop_component(&mut out);
+            // Going up from a missing component lands on something that may exist again.
+            exists = fs.kind(bytes_path(&out)).is_some();
+            pos = end;
+            continue;
+        }
+        let mark = out.len();
+        push_component(&mut out, comp);
+        pos = end;
         if !exists {
             continue;
         }
-        match fs.kind(&out) {
+        match fs.kind(bytes_path(&out)) {
             None => exists = false,
             Some(FileKind::Symlink) => {
                 links += 1;
                 if links > MAX_LINKS {
-                    return Err(LoopError(start));
+                    return Err(LoopError(PathBuf::from(OsStr::from_bytes(raw))));
                 }
-                let target = fs.read_link(&out).unwrap_or_default();
-                out.pop();
-                if target.is_absolute() {
-                    out = PathBuf::from("/");
+                let target = fs.read_link(bytes_path(&out)).unwrap_or_default();
+                let target = target.as_os_str().as_bytes();
+                out.truncate(mark.max(1));
+                if target.first() == Some(&b'/') {
+                    out.truncate(1);
                 }
-                push_reversed(&mut pending, &target);
+                let mut next = Vec::with_capacity(target.len() + 1 + rest.len() - pos);
+                next.extend_from_slice(target);
+                next.push(b'/');
+                next.extend_from_slice(&rest[pos..]);
+                rest = next;
+                pos = 0;
             }
             Some(_) => {}
         }
     }
-    Ok(out)
+    Ok(PathBuf::from(OsString::from_vec(out)))
 }
 
-fn push_reversed(pending: &mut Vec<PathBuf>, path: &Path) {
-    let comps: Vec<PathBuf> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(PathBuf::from(n)),
-            Component::ParentDir => Some(PathBuf::from("..")),
-            _ => None,
-        })
-        .collect();
-    pending.extend(comps.into_iter().rev());
+#[inline]
+fn bytes_path(b: &[u8]) -> &Path {
+    Path::new(OsStr::from_bytes(b))
 }
 
 /// `path` equals `base` or lies below it (component-wise, on bytes: `/a/bc` is not below `/a/b`).

@@ -259,3 +259,7 @@ pub enum AutoRunMode {
     UseAllowlist,
     RunEverything,
 }
+
+#[cfg(test)]
+#[path = "settings_tests.rs"]
+mod tests;

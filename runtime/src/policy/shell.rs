@@ -40,6 +40,9 @@ pub struct SimpleCommand {
     /// The command's source text, assignments included, redirections of a
     /// `redirected_statement` excluded.
     pub text: String,
+    /// Leading variable assignments as written (`LD_PRELOAD=x`, `PATH=./bin`). They change what
+    /// the command does, so allowlist and exclusion matches refuse commands that have any.
+    pub assignments: Vec<String>,
 }
 
 /// Why a line could not be split into simple commands.
@@ -175,9 +178,16 @@ fn push_command(
     }
     let text = src[node.byte_range()].to_string();
     let script = nested_script(&words, &text)?;
+    let mut cursor = node.walk();
+    let assignments = node
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "variable_assignment")
+        .map(|c| src[c.byte_range()].to_string())
+        .collect();
     out.push(SimpleCommand {
         words: words.into_iter().map(|w| w.value).collect(),
         text,
+        assignments,
     });
     if let Some(script) = script {
         collect_line(&script, depth + 1, out)?;

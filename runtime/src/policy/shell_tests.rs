@@ -18,6 +18,7 @@ fn cmd(words: &[&str]) -> SimpleCommand {
     SimpleCommand {
         words: v(words),
         text: words.join(" "),
+        assignments: Vec::new(),
     }
 }
 
@@ -526,7 +527,7 @@ proptest! {
 
     #[test]
     fn arbitrary_argv_never_panics(words in proptest::collection::vec("[-a-z=0-9S]{0,6}", 0..8)) {
-        let c = SimpleCommand { words, text: String::new() };
+        let c = SimpleCommand { words, text: String::new(), assignments: Vec::new() };
         let _ = program(&c);
         let _ = effective_argv(&c);
         let _ = privileged_argv(&c);
