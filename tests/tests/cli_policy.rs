@@ -22,7 +22,10 @@ fn exit_codes_are_allow_0_deny_1_approval_2() {
     assert!(out.stdout.starts_with("allow: "), "{out:?}");
     let out = env.run(["check", "--write", &format!("{proj}/.git/hooks/pre-commit")]);
     assert_eq!(out.code, 1, "{out:?}");
-    assert!(out.stdout.contains("mandatory protection .git/hooks/**"), "{out:?}");
+    assert!(
+        out.stdout.contains("mandatory protection .git/hooks/**"),
+        "{out:?}"
+    );
     let out = env.run(["check", "--write", "/etc/passwd"]);
     assert_eq!(out.code, 2, "{out:?}");
     assert_eq!(
@@ -47,9 +50,19 @@ fn all_four_layers_are_found_and_managed_denies_win() {
         "managed-settings.json",
         r#"{ "network": { "deniedDomains": ["leak.corp.example"] }, "filesystem": { "denyRead": ["~/.aws"] } }"#,
     );
-    let cli = env.write_settings("extra.json", r#"{ "network": { "allowedDomains": ["leak.corp.example"] } }"#);
+    let cli = env.write_settings(
+        "extra.json",
+        r#"{ "network": { "allowedDomains": ["leak.corp.example"] } }"#,
+    );
 
-    let out = env.run(["check", "--settings", &s(&cli), "--domain", "leak.corp.example", "--json"]);
+    let out = env.run([
+        "check",
+        "--settings",
+        &s(&cli),
+        "--domain",
+        "leak.corp.example",
+        "--json",
+    ]);
     assert_eq!(out.code, 1, "{out:?}");
     let v = json(&out);
     assert_eq!(v["decision"], "deny");
@@ -82,7 +95,14 @@ fn domains_are_canonicalised_before_matching() {
         let out = env.run(["check", "--settings", &s(&st), "--domain", host]);
         assert_eq!(out.code, 0, "{host}: {out:?}");
     }
-    for host in ["127.1", "0x7f.0.0.1", "2130706433", "[::ffff:127.0.0.1]:80", "evilgithub.com", "github.com.evil.com"] {
+    for host in [
+        "127.1",
+        "0x7f.0.0.1",
+        "2130706433",
+        "[::ffff:127.0.0.1]:80",
+        "evilgithub.com",
+        "github.com.evil.com",
+    ] {
         let out = env.run(["check", "--settings", &s(&st), "--domain", host]);
         assert_eq!(out.code, 1, "{host}: {out:?}");
     }
@@ -115,19 +135,32 @@ fn command_check_reports_placement() {
 #[test]
 fn invalid_settings_refuse_to_run_with_125_and_a_precise_message() {
     let env = TestEnv::new();
-    let bad = env.write_settings("bad.json", "{\n  \"filesystem\": {\n    \"denyReads\": [\"~/.ssh\"]\n  }\n}\n");
+    let bad = env.write_settings(
+        "bad.json",
+        "{\n  \"filesystem\": {\n    \"denyReads\": [\"~/.ssh\"]\n  }\n}\n",
+    );
     let out = env.run(["check", "--settings", &s(&bad), "--read", "/etc/hosts"]);
     assert_eq!(out.code, 125, "{out:?}");
     assert_eq!(out.stdout, "");
     assert_eq!(
         out.stderr.trim(),
-        format!("warden: error: {}:3:5: `filesystem.denyReads`: unknown key; did you mean `denyRead`?", s(&bad))
+        format!(
+            "warden: error: {}:3:5: `filesystem.denyReads`: unknown key; did you mean `denyRead`?",
+            s(&bad)
+        )
     );
     // A broken project layer also refuses: never a weaker policy.
-    env.write_settings("project/.warden/settings.json", r#"{"network": {"strictAllowlist": "yes"}}"#);
+    env.write_settings(
+        "project/.warden/settings.json",
+        r#"{"network": {"strictAllowlist": "yes"}}"#,
+    );
     let out = env.run(["check", "--read", "/etc/hosts"]);
     assert_eq!(out.code, 125, "{out:?}");
-    assert!(out.stderr.contains("`network.strictAllowlist`: invalid type"), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("`network.strictAllowlist`: invalid type"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -135,7 +168,11 @@ fn missing_settings_file_and_bad_arguments_exit_125() {
     let env = TestEnv::new();
     let out = env.run(["check", "--settings", "/nonexistent/s.json", "--read", "/"]);
     assert_eq!(out.code, 125, "{out:?}");
-    assert!(out.stderr.contains("/nonexistent/s.json: cannot read settings"), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("/nonexistent/s.json: cannot read settings"),
+        "{out:?}"
+    );
     let out = env.run(["check"]);
     assert_eq!(out.code, 125, "{out:?}");
     let out = env.run(["check", "--read", "/a", "--write", "/b"]);
@@ -145,31 +182,57 @@ fn missing_settings_file_and_bad_arguments_exit_125() {
     let bad_pattern = env.write_settings("p.json", r#"{"network": {"allowedDomains": ["*"]}}"#);
     let out = env.run(["check", "--settings", &s(&bad_pattern), "--domain", "a.com"]);
     assert_eq!(out.code, 125, "{out:?}");
-    assert!(out.stderr.contains("`network.allowedDomains` entry \"*\""), "{out:?}");
+    assert!(
+        out.stderr.contains("`network.allowedDomains` entry \"*\""),
+        "{out:?}"
+    );
 }
 
 #[test]
 fn settings_validate_and_show() {
     let env = TestEnv::new();
-    let good = env.write_settings("good.json", r#"{"sandbox": {"enabled": true, "network": {"allowedDomains": ["a.com"]}}, "model": "x"}"#);
+    let good = env.write_settings(
+        "good.json",
+        r#"{"sandbox": {"enabled": true, "network": {"allowedDomains": ["a.com"]}}, "model": "x"}"#,
+    );
     let bad = env.write_settings("bad.json", r#"{"network": {"allowedDomains": "a.com"}}"#);
     let out = env.run(["settings", "validate", &s(&good)]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("ok (Claude Code form)"), "{out:?}");
     let out = env.run(["settings", "validate", &s(&good), &s(&bad)]);
     assert_eq!(out.code, 125, "{out:?}");
-    assert!(out.stderr.contains("`network.allowedDomains`: invalid type: string \"a.com\", expected a sequence"), "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "`network.allowedDomains`: invalid type: string \"a.com\", expected a sequence"
+        ),
+        "{out:?}"
+    );
 
-    env.write_settings("managed-settings.json", r#"{"network": {"strictAllowlist": true, "deniedDomains": ["x.com"]}}"#);
-    env.write_settings("home/.config/warden/settings.json", r#"{"network": {"strictAllowlist": false, "deniedDomains": ["y.com"]}}"#);
+    env.write_settings(
+        "managed-settings.json",
+        r#"{"network": {"strictAllowlist": true, "deniedDomains": ["x.com"]}}"#,
+    );
+    env.write_settings(
+        "home/.config/warden/settings.json",
+        r#"{"network": {"strictAllowlist": false, "deniedDomains": ["y.com"]}}"#,
+    );
     let out = env.run(["settings", "show", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
     let v = json(&out);
     assert_eq!(v["scalars"]["network.strictAllowlist"]["value"], true);
-    assert_eq!(v["scalars"]["network.strictAllowlist"]["provenance"]["layer"], "managed");
-    assert_eq!(v["lists"]["network.deniedDomains"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        v["scalars"]["network.strictAllowlist"]["provenance"]["layer"],
+        "managed"
+    );
+    assert_eq!(
+        v["lists"]["network.deniedDomains"].as_array().map(Vec::len),
+        Some(2)
+    );
     let out = env.run(["settings", "show"]);
-    assert!(out.stdout.contains("network.strictAllowlist = true"), "{out:?}");
+    assert!(
+        out.stdout.contains("network.strictAllowlist = true"),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("(organization policy)"), "{out:?}");
 }
 
@@ -180,7 +243,13 @@ fn explain_summarises_the_policy_for_a_model() {
         "s.json",
         r#"{"network": {"allowedDomains": ["github.com"], "deniedDomains": ["evil.example"]}, "filesystem": {"denyRead": ["~/.ssh"], "allowWrite": ["/var/tmp/cache"]}}"#,
     );
-    let out = env.run(["explain", "--settings", &s(&st), "--tmpdir", "/tmp/warden-x"]);
+    let out = env.run([
+        "explain",
+        "--settings",
+        &s(&st),
+        "--tmpdir",
+        "/tmp/warden-x",
+    ]);
     assert_eq!(out.code, 0, "{out:?}");
     for needle in [
         "You are running inside a warden sandbox (per-command mode).",
@@ -192,7 +261,11 @@ fn explain_summarises_the_policy_for_a_model() {
         "warden check --write PATH",
         ".git/hooks/**",
     ] {
-        assert!(out.stdout.contains(needle), "missing {needle:?} in:\n{}", out.stdout);
+        assert!(
+            out.stdout.contains(needle),
+            "missing {needle:?} in:\n{}",
+            out.stdout
+        );
     }
     let out = env.run(["explain", "--settings", &s(&st), "--json"]);
     let v = json(&out);
@@ -205,7 +278,13 @@ fn schema_is_json_schema_with_the_settings_keys() {
     let out = env.run(["schema"]);
     assert_eq!(out.code, 0, "{out:?}");
     let v = json(&out);
-    assert!(v["$schema"].as_str().unwrap_or_default().contains("json-schema.org"), "{v}");
+    assert!(
+        v["$schema"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("json-schema.org"),
+        "{v}"
+    );
     assert!(v["properties"]["network"].is_object());
     assert!(v["properties"]["filesystem"].is_object());
 }

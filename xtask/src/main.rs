@@ -5,7 +5,6 @@
 
 use anyhow::{bail, Context, Result};
 use std::env;
-use std::ffi::OsStr;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -389,9 +388,14 @@ fn demo() -> Result<()> {
         home = home.display(),
     );
 
-    let warden_cmd = |args: &[&OsStr]| {
+    // `warden SUBCOMMAND --settings $S --cwd $P`, isolated in the demo's HOME.
+    let warden_cmd = |subcommand: &str| {
         let mut cmd = Command::new(&warden);
-        cmd.args(args)
+        cmd.arg(subcommand)
+            .arg("--settings")
+            .arg(&settings)
+            .arg("--cwd")
+            .arg(&project)
             .current_dir(&project)
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join(".config"))
@@ -401,12 +405,6 @@ fn demo() -> Result<()> {
             );
         cmd
     };
-    let common = [
-        "--settings".as_ref(),
-        settings.as_os_str(),
-        "--cwd".as_ref(),
-        project.as_os_str(),
-    ];
     let mut failures = Vec::new();
 
     for &(flag, value, what) in DEMO_CHECKS {
@@ -419,10 +417,9 @@ fn demo() -> Result<()> {
             None => value.replace("$P", &project.to_string_lossy()).into(),
         };
         println!("\n# {what}\n$ {shown}");
-        let mut args = vec!["check".as_ref()];
-        args.extend(common);
-        args.extend([flag.as_ref(), value.as_os_str()]);
-        let status = warden_cmd(&args)
+        let status = warden_cmd("check")
+            .arg(flag)
+            .arg(&value)
             .status()
             .with_context(|| format!("cannot run {}", warden.display()))?;
         let Some(code @ 0..=2) = status.code() else {
@@ -435,9 +432,9 @@ fn demo() -> Result<()> {
     }
 
     println!("\n$ warden explain --settings $S --cwd $P");
-    let mut args = vec!["explain".as_ref()];
-    args.extend(common);
-    let status = warden_cmd(&args).status()?;
+    let status = warden_cmd("explain")
+        .status()
+        .with_context(|| format!("cannot run {}", warden.display()))?;
     if !status.success() {
         failures.push(format!("warden explain --settings $S --cwd $P: {status}"));
     }

@@ -54,7 +54,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
             line,
             dangerously_disable_sandbox: args.unsandboxed,
         });
-        let extra = json!({"access": "command", "placement": cv.placement, "commands": cv.commands});
+        let extra =
+            json!({"access": "command", "placement": cv.placement, "commands": cv.commands});
         (line.clone(), cv.verdict, extra)
     } else {
         anyhow::bail!("nothing to check");
@@ -69,7 +70,10 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     } else {
         println!("{}: {}", verdict.decision, verdict.reason);
         if let Some(rule) = &verdict.rule {
-            println!("  rule: {} \"{}\" from {}", rule.list, rule.entry, rule.provenance);
+            println!(
+                "  rule: {} \"{}\" from {}",
+                rule.list, rule.entry, rule.provenance
+            );
         }
         if let Some(placement) = extra.get("placement") {
             println!("  runs: {}", placement.as_str().unwrap_or_default());

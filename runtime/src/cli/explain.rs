@@ -123,7 +123,10 @@ pub fn render(e: &Explanation) -> String {
         out.push_str("Commands are NOT sandboxed (sandbox.enabled is false).\n");
         return out;
     }
-    out.push_str(&format!("You are running inside a warden sandbox ({} mode).\n", e.mode));
+    out.push_str(&format!(
+        "You are running inside a warden sandbox ({} mode).\n",
+        e.mode
+    ));
     out.push_str(&format!("Readable: {}.\n", e.readable));
     list(&mut out, "Not readable", &e.read_denied);
     list(&mut out, "Readable again inside those", &e.read_reallowed);
@@ -135,7 +138,9 @@ pub fn render(e: &Explanation) -> String {
         list(&mut out, "Never writable (protected)", &e.protected);
     }
     if let Some(t) = &e.tmpdir {
-        out.push_str(&format!("Scratch files: use $TMPDIR ({t}); /tmp outside it is not writable.\n"));
+        out.push_str(&format!(
+            "Scratch files: use $TMPDIR ({t}); /tmp outside it is not writable.\n"
+        ));
     }
     let n = &e.network;
     if n.unrestricted {

@@ -17,7 +17,11 @@ use std::path::PathBuf;
 pub const EXIT_WARDEN: i32 = 125;
 
 #[derive(Parser, Debug)]
-#[command(name = "warden", version, about = "A sandbox runtime for AI coding agents")]
+#[command(
+    name = "warden",
+    version,
+    about = "A sandbox runtime for AI coding agents"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -75,20 +79,21 @@ impl PolicyArgs {
         let env = |k: &str| std::env::var(k).ok();
         let paths = LayerPaths::discover(&home, &cwd, &env);
         let mut layers = Vec::new();
-        let mut push = |layer: Layer, order: u16, path: &PathBuf, required: bool| -> anyhow::Result<()> {
-            let parsed = if required {
-                Some(load_file(path)?)
-            } else {
-                load_optional(path)?
+        let mut push =
+            |layer: Layer, order: u16, path: &PathBuf, required: bool| -> anyhow::Result<()> {
+                let parsed = if required {
+                    Some(load_file(path)?)
+                } else {
+                    load_optional(path)?
+                };
+                if let Some(parsed) = parsed {
+                    layers.push(LayerInput {
+                        provenance: Provenance::new(layer, order, path.display().to_string()),
+                        settings: parsed.settings,
+                    });
+                }
+                Ok(())
             };
-            if let Some(parsed) = parsed {
-                layers.push(LayerInput {
-                    provenance: Provenance::new(layer, order, path.display().to_string()),
-                    settings: parsed.settings,
-                });
-            }
-            Ok(())
-        };
         push(Layer::User, 0, &paths.user, false)?;
         push(Layer::Project, 0, &paths.project, false)?;
         for (i, f) in self.settings.iter().enumerate() {

@@ -75,7 +75,10 @@ fn show(args: &ShowArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    println!("mandatory protections (built-in): {}", policy.paths.mandatory.describe().join(", "));
+    println!(
+        "mandatory protections (built-in): {}",
+        policy.paths.mandatory.describe().join(", ")
+    );
     Ok(0)
 }
 
@@ -84,24 +87,30 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir()?;
     let home = std::env::home_dir().unwrap_or_else(|| PathBuf::from("/"));
     for f in files {
-        let result = load_file(f).map_err(anyhow::Error::from).and_then(|parsed| {
-            // Build a policy from this file alone so pattern errors surface too.
-            let ctx = Context {
-                cwd: cwd.clone(),
-                home: home.clone(),
-                tmpdir: None,
-                approver_attached: false,
-            };
-            let input = layer(Layer::Cli, 0, &f.display().to_string(), parsed.settings);
-            Policy::build(&[input], ctx, &RealFs)
-                .map(|_| parsed.form)
-                .map_err(anyhow::Error::from)
-        });
+        let result = load_file(f)
+            .map_err(anyhow::Error::from)
+            .and_then(|parsed| {
+                // Build a policy from this file alone so pattern errors surface too.
+                let ctx = Context {
+                    cwd: cwd.clone(),
+                    home: home.clone(),
+                    tmpdir: None,
+                    approver_attached: false,
+                };
+                let input = layer(Layer::Cli, 0, &f.display().to_string(), parsed.settings);
+                Policy::build(&[input], ctx, &RealFs)
+                    .map(|_| parsed.form)
+                    .map_err(anyhow::Error::from)
+            });
         match result {
-            Ok(form) => println!("{}: ok ({} form)", f.display(), match form {
-                crate::policy::load::Form::Srt => "srt",
-                crate::policy::load::Form::ClaudeCode => "Claude Code",
-            }),
+            Ok(form) => println!(
+                "{}: ok ({} form)",
+                f.display(),
+                match form {
+                    crate::policy::load::Form::Srt => "srt",
+                    crate::policy::load::Form::ClaudeCode => "Claude Code",
+                }
+            ),
             Err(e) => {
                 ok = false;
                 eprintln!("warden: error: {e:#}");

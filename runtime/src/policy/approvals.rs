@@ -85,7 +85,11 @@ pub enum NotPersistable {
 }
 
 /// The settings edit that "allow always" makes for a path decision.
-pub fn persist_path(verdict: &Verdict, path: &Path, access: Access) -> Result<SettingsEdit, NotPersistable> {
+pub fn persist_path(
+    verdict: &Verdict,
+    path: &Path,
+    access: Access,
+) -> Result<SettingsEdit, NotPersistable> {
     if verdict.decision != super::decision::Decision::RequiresApproval {
         return Err(NotPersistable::NotApprovable);
     }

@@ -18,7 +18,12 @@ fn rule(layer: Layer, list: &str, entry: &str) -> RuleRef {
 
 #[test]
 fn write_outside_persists_parent_dir_to_user_allow_write() {
-    let e = persist_path(&ask(ReasonKind::OutsideWritable, None), Path::new("/opt/data/x.bin"), Access::Write).unwrap();
+    let e = persist_path(
+        &ask(ReasonKind::OutsideWritable, None),
+        Path::new("/opt/data/x.bin"),
+        Access::Write,
+    )
+    .unwrap();
     assert_eq!(
         e,
         SettingsEdit::Append {
@@ -32,7 +37,10 @@ fn write_outside_persists_parent_dir_to_user_allow_write() {
 #[test]
 fn deny_hits_remove_the_entry_from_its_own_layer() {
     for layer in [Layer::User, Layer::Project] {
-        let v = ask(ReasonKind::DenyRead, Some(rule(layer, "filesystem.denyRead", "~/.aws")));
+        let v = ask(
+            ReasonKind::DenyRead,
+            Some(rule(layer, "filesystem.denyRead", "~/.aws")),
+        );
         assert_eq!(
             persist_path(&v, Path::new("/home/u/.aws/config"), Access::Read).unwrap(),
             SettingsEdit::Remove {
@@ -47,15 +55,29 @@ fn deny_hits_remove_the_entry_from_its_own_layer() {
 
 #[test]
 fn managed_and_non_file_entries_are_never_edited() {
-    let v = ask(ReasonKind::DenyWrite, Some(rule(Layer::Managed, "filesystem.denyWrite", "/etc")));
+    let v = ask(
+        ReasonKind::DenyWrite,
+        Some(rule(Layer::Managed, "filesystem.denyWrite", "/etc")),
+    );
     assert_eq!(
-        persist_path(&v, Path::new("/etc/x"), Access::Write).unwrap_err().to_string(),
+        persist_path(&v, Path::new("/etc/x"), Access::Write)
+            .unwrap_err()
+            .to_string(),
         "`/etc` is organization policy (managed settings) and cannot be changed"
     );
-    let v = ask(ReasonKind::DenyWrite, Some(rule(Layer::Flags, "filesystem.denyWrite", "/x")));
-    assert!(matches!(persist_path(&v, Path::new("/x"), Access::Write), Err(NotPersistable::NotAUserFile { .. })));
+    let v = ask(
+        ReasonKind::DenyWrite,
+        Some(rule(Layer::Flags, "filesystem.denyWrite", "/x")),
+    );
+    assert!(matches!(
+        persist_path(&v, Path::new("/x"), Access::Write),
+        Err(NotPersistable::NotAUserFile { .. })
+    ));
     let hard = Verdict::deny(ReasonKind::Mandatory, "x");
-    assert_eq!(persist_path(&hard, Path::new("/x"), Access::Write), Err(NotPersistable::NotApprovable));
+    assert_eq!(
+        persist_path(&hard, Path::new("/x"), Access::Write),
+        Err(NotPersistable::NotApprovable)
+    );
 }
 
 #[test]
@@ -69,7 +91,8 @@ fn domains_persist_the_parent_wildcard_for_three_labels() {
             value: "*.npmjs.org".into()
         }
     );
-    let SettingsEdit::Append { value, .. } = persist_domain(&canonical_host("github.com").unwrap()) else {
+    let SettingsEdit::Append { value, .. } = persist_domain(&canonical_host("github.com").unwrap())
+    else {
         panic!()
     };
     assert_eq!(value, "github.com");

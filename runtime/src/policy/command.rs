@@ -37,8 +37,8 @@
 //!      is on (the default); otherwise requires approval (`sandbox-disabled`,
 //!      `command-excluded` or `command-ask` by why the line is where it is).
 
-use super::decision::{Provenance, ReasonKind, Rule, Verdict};
-use super::settings::{AutoRunMode, SandboxSettings};
+use super::decision::{ReasonKind, Rule, Verdict};
+use super::settings::AutoRunMode;
 use super::shell::{self, SimpleCommand};
 use serde::{Deserialize, Serialize};
 
@@ -125,33 +125,6 @@ enum Why {
 }
 
 impl CommandRules {
-    /// The rules of one settings block, every entry attributed to `provenance`. Layered
-    /// settings build [`CommandRules`] directly, with each entry's own provenance.
-    pub fn from_settings(settings: &SandboxSettings, provenance: &Provenance) -> Self {
-        let rules = |list: Option<&Vec<String>>| -> Vec<Rule<String>> {
-            list.map(|l| {
-                l.iter()
-                    .map(|s| Rule {
-                        pattern: s.clone(),
-                        text: s.clone(),
-                        provenance: provenance.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-        };
-        let commands = settings.warden.as_ref().and_then(|w| w.commands.as_ref());
-        CommandRules {
-            sandbox_enabled: settings.enabled.unwrap_or(true),
-            allow_unsandboxed: settings.allow_unsandboxed_commands.unwrap_or(false),
-            auto_allow_if_sandboxed: settings.auto_allow_bash_if_sandboxed.unwrap_or(true),
-            excluded: rules(settings.excluded_commands.as_ref()),
-            auto_run: commands.and_then(|c| c.auto_run),
-            allow: rules(commands.and_then(|c| c.allow.as_ref())),
-            block: rules(commands.and_then(|c| c.block.as_ref())),
-        }
-    }
-
     /// Decide `req`; see the module documentation for the order of the steps.
     pub fn decide(&self, req: &CommandRequest) -> CommandVerdict {
         // 1. Parse.
@@ -379,7 +352,8 @@ fn word_prefix(entry: &[&str], argv: &[String], basename_program: bool) -> bool 
 /// written (`git` does not allow `./git`).
 /// A command with leading assignments (`LD_PRELOAD=x git status`) is never allowlisted.
 pub fn allows(pattern: &str, cmd: &SimpleCommand) -> bool {
-    cmd.assignments.is_empty() && word_prefix(&prefix_words(pattern), shell::effective_argv(cmd), false)
+    cmd.assignments.is_empty()
+        && word_prefix(&prefix_words(pattern), shell::effective_argv(cmd), false)
 }
 
 /// `warden.commands.block`: word-prefix of the argv as written, after wrappers, or after

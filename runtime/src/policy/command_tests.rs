@@ -1,6 +1,6 @@
 use super::*;
-use crate::policy::decision::{Decision, Layer};
-use crate::policy::settings::{CommandSettings, WardenSettings};
+use crate::policy::decision::{Decision, Layer, Provenance};
+use crate::policy::settings::{CommandSettings, SandboxSettings, WardenSettings};
 
 fn rules(entries: &[&str]) -> Vec<Rule<String>> {
     entries
@@ -676,8 +676,31 @@ fn allowlist_with_no_commands() {
 
 // --- settings, serde ------------------------------------------------------------------------
 
+/// Settings through the real construction path (layer merge + Policy::build).
+fn rules_of(settings: SandboxSettings) -> CommandRules {
+    use crate::policy::merge::{layer, Context, Policy};
+    let ctx = Context {
+        cwd: "/w".into(),
+        home: "/h".into(),
+        tmpdir: None,
+        approver_attached: false,
+    };
+    Policy::build(
+        &[layer(
+            Layer::User,
+            0,
+            "~/.config/warden/settings.json",
+            settings,
+        )],
+        ctx,
+        &crate::policy::fsview::MemFs::new(),
+    )
+    .unwrap()
+    .commands
+}
+
 #[test]
-fn from_settings() {
+fn settings_build_command_rules() {
     let settings = SandboxSettings {
         enabled: Some(false),
         allow_unsandboxed_commands: Some(true),
@@ -694,14 +717,14 @@ fn from_settings() {
         ..SandboxSettings::default()
     };
     let prov = Provenance::new(Layer::User, 0, "~/.config/warden/settings.json");
-    let r = CommandRules::from_settings(&settings, &prov);
+    let r = rules_of(settings);
     assert!(!r.sandbox_enabled && r.allow_unsandboxed && !r.auto_allow_if_sandboxed);
     assert_eq!(r.auto_run, Some(AutoRunMode::UseAllowlist));
     assert_eq!(r.excluded[0].text, "docker:*");
     assert_eq!(r.allow[0].pattern, "git");
     assert_eq!(r.block[0].provenance, prov);
 
-    let d = CommandRules::from_settings(&SandboxSettings::default(), &prov);
+    let d = rules_of(SandboxSettings::default());
     assert!(d.sandbox_enabled && !d.allow_unsandboxed && d.auto_allow_if_sandboxed);
     assert!(d.excluded.is_empty() && d.auto_run.is_none());
 }
@@ -722,19 +745,31 @@ fn verdict_serializes() {
 #[test]
 fn leading_assignments_are_never_allowlisted_or_excluded() {
     let r = allowlist(&["git"]);
-    check(&decide(&r, "git status"), Decision::Allow, ReasonKind::CommandAllowed, Placement::Sandboxed);
+    check(
+        &decide(&r, "git status"),
+        Decision::Allow,
+        ReasonKind::CommandAllowed,
+        Placement::Sandboxed,
+    );
     for line in [
         "LD_PRELOAD=/tmp/x.so git status",
         "PATH=./bin git status",
         "GIT_SSH_COMMAND='sh -c evil' git fetch",
         "git status && FOO=1 git log",
     ] {
-        assert_eq!(decide(&r, line).verdict.decision, Decision::RequiresApproval, "{line}");
+        assert_eq!(
+            decide(&r, line).verdict.decision,
+            Decision::RequiresApproval,
+            "{line}"
+        );
     }
     let r = CommandRules {
         excluded: rules(&["docker:*"]),
         ..CommandRules::default()
     };
     assert_eq!(decide(&r, "docker ps").placement, Placement::Unsandboxed);
-    assert_eq!(decide(&r, "DOCKER_HOST=tcp://x docker ps").placement, Placement::Sandboxed);
+    assert_eq!(
+        decide(&r, "DOCKER_HOST=tcp://x docker ps").placement,
+        Placement::Sandboxed
+    );
 }

@@ -237,7 +237,11 @@ impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.decision, self.reason)?;
         if let Some(rule) = &self.rule {
-            write!(f, " [{} \"{}\" from {}]", rule.list, rule.entry, rule.provenance)?;
+            write!(
+                f,
+                " [{} \"{}\" from {}]",
+                rule.list, rule.entry, rule.provenance
+            )?;
         }
         Ok(())
     }

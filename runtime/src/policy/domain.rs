@@ -10,7 +10,6 @@
 //! plain comparison on canonical forms.
 
 use super::decision::{Provenance, ReasonKind, Rule, Verdict};
-use super::settings::NetworkSettings;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -239,6 +238,21 @@ fn canonical_view(input: &str) -> Result<Canon<'_>, HostError> {
     if let Some(name) = fast_name(input) {
         return Ok(Canon::Borrowed(name));
     }
+    // Upper-case ASCII names: lower-case them and try again (UTS #46 maps A-Z to a-z only).
+    if input.len() <= MAX_HOST_LEN + 1
+        && input.bytes().any(|b| b.is_ascii_uppercase())
+        && input
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        let lower = input.to_ascii_lowercase();
+        if let Some(name) = fast_name(&lower) {
+            let len = name.len();
+            let mut lower = lower;
+            lower.truncate(len);
+            return Ok(Canon::Owned(lower));
+        }
+    }
     // std only accepts four decimal parts without leading zeros, which mean the same in WHATWG.
     if let Ok(v4) = input.parse::<Ipv4Addr>() {
         return Ok(Canon::Ip(IpAddr::V4(v4)));
@@ -380,12 +394,26 @@ fn finish_name(mut name: String) -> Result<String, HostError> {
 
 /// Whether `name` (canonical ASCII) is itself a public suffix: an entry, explicit or through a
 /// wildcard rule, of the ICANN *or* the private section of the Public Suffix List. So `com`,
-/// `co.uk` and `github.io` are suffixes; a name under a top-level domain the list does not know
-/// (`internal`, `test`, `corp`) is not.
+/// `co.uk`, `github.io` and `githubusercontent.com` are suffixes; a name under a top-level
+/// domain the list does not know (`internal`, `test`, `corp`) is not. [`persist_pattern`] uses
+/// this (never widen an approval to everyone's `*.github.io`).
 pub fn is_public_suffix(name: &str) -> bool {
-    match psl::suffix(name.as_bytes()) {
-        Some(suffix) => suffix.is_known() && suffix.trim().as_bytes() == name.as_bytes(),
-        None => false,
+    psl_suffix_type(name).is_some()
+}
+
+/// Whether `name` is itself a suffix of the ICANN section of the Public Suffix List (`com`,
+/// `co.uk`, `arpa`), the registries' own suffixes. `*.X` is refused in `allowedDomains` for
+/// these.
+pub fn is_icann_suffix(name: &str) -> bool {
+    psl_suffix_type(name) == Some(psl::Type::Icann)
+}
+
+fn psl_suffix_type(name: &str) -> Option<psl::Type> {
+    let suffix = psl::suffix(name.as_bytes())?;
+    if suffix.trim().as_bytes() == name.as_bytes() {
+        suffix.typ()
+    } else {
+        None
     }
 }
 
@@ -455,14 +483,60 @@ pub enum PatternProblem {
     Brackets,
 }
 
+/// A canonical name (or `.suffix`) with its first eight bytes preloaded, so that a mismatch is
+/// usually found with one integer comparison instead of a `memcmp` call.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Needle {
+    text: String,
+    /// The first eight bytes of `text` as an integer (0 when it is shorter).
+    head: u64,
+}
+
+impl Needle {
+    fn new(text: String) -> Needle {
+        let head = head8(text.as_bytes()).unwrap_or(0);
+        Needle { text, head }
+    }
+
+    /// `host == text`.
+    #[inline]
+    fn equals(&self, host: &str) -> bool {
+        host.len() == self.text.len() && self.tail_matches(host.as_bytes(), 0)
+    }
+
+    /// `host` ends with `text` and is longer.
+    #[inline]
+    fn strict_suffix_of(&self, host: &str) -> bool {
+        host.len() > self.text.len()
+            && self.tail_matches(host.as_bytes(), host.len() - self.text.len())
+    }
+
+    /// `host[at..] == text`, given that the lengths agree.
+    #[inline]
+    fn tail_matches(&self, host: &[u8], at: usize) -> bool {
+        let rest = &host[at..];
+        if self.text.len() >= 8 && head8(rest) != Some(self.head) {
+            return false;
+        }
+        rest == self.text.as_bytes()
+    }
+}
+
+#[inline]
+fn head8(bytes: &[u8]) -> Option<u64> {
+    bytes
+        .first_chunk::<8>()
+        .map(|chunk| u64::from_ne_bytes(*chunk))
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Matcher {
     /// `*`: every host, names and addresses (deny list only).
     Any,
     /// An exact canonical name.
-    Exact(String),
+    Exact(Needle),
     /// `*.example.com`, stored as `.example.com`: any subdomain at any depth, not the apex.
-    Subdomains(String),
+    Subdomains(Needle),
     /// An IP literal (IPv4-mapped IPv6 stored as IPv4).
     Ip(IpAddr),
     /// A CIDR range, truncated; IPv6 ranges covering `::ffff:0:0/96` also match IPv4 hosts.
@@ -477,9 +551,12 @@ enum Matcher {
 /// `*.example.com:8443`, `[::1]:8080`, `10.0.0.0/8:443`, `[fd00::/8]:443`); without a port any
 /// port matches. `*` alone (every host) is accepted only in `deniedDomains`.
 ///
-/// In `allowedDomains`, `*`, a `/0` range, and `*.X` where `X` is a public suffix according to
-/// [`is_public_suffix`] (ICANN *and* private sections: `*.com`, `*.co.uk` and `*.github.io` are
-/// all refused; `*.internal` is accepted) are refused. In both lists `*` anywhere but a leading
+/// In `allowedDomains`, `*`, a `/0` range, and `*.X` where `X` is a public suffix of the ICANN
+/// section of the Public Suffix List ([`is_icann_suffix`]: `*.com`, `*.co.uk`, `*.arpa`) are
+/// refused. Suffixes of the list's private section (`*.github.io`, `*.googleapis.com`,
+/// `*.githubusercontent.com`) are deliberately accepted: they are common, intended allowlist
+/// entries, and one refused entry makes the whole settings file fail to load; a name under a
+/// top-level domain the list does not know (`*.internal`, `*.test`) is accepted too. In both lists `*` anywhere but a leading
 /// `*.` is refused, as is a CIDR range with bits set past its prefix (`10.0.0.1/8`), because
 /// such entries would silently not mean what they say.
 ///
@@ -528,33 +605,34 @@ impl DomainPattern {
         matches!(self.matcher, Matcher::Subdomains(_))
     }
 
+    #[inline]
     fn matches_in(&self, host: HostRef<'_>, port: Option<u16>, list: ListKind) -> bool {
-        match (self.port, port) {
-            (None, _) => {}
-            (Some(want), Some(got)) => {
-                if want != got {
-                    return false;
-                }
-            }
-            (Some(_), None) => {
-                if list == ListKind::Allow {
-                    return false;
-                }
+        if let Some(want) = self.port {
+            match port {
+                Some(got) if got != want => return false,
+                None if list == ListKind::Allow => return false,
+                _ => {}
             }
         }
-        match (&self.matcher, host) {
-            (Matcher::Any, _) => true,
-            (Matcher::Exact(name), HostRef::Name(host)) => name == host,
-            (Matcher::Subdomains(suffix), HostRef::Name(host)) => {
-                host.len() > suffix.len() && host.ends_with(suffix.as_str())
-            }
-            (Matcher::Ip(ip), HostRef::Ip(host)) => *ip == host,
-            (Matcher::Net(IpNet::V4(net)), HostRef::Ip(IpAddr::V4(host))) => net.contains(&host),
-            (Matcher::Net(IpNet::V6(net)), HostRef::Ip(IpAddr::V6(host))) => net.contains(&host),
-            (Matcher::Net(IpNet::V6(net)), HostRef::Ip(IpAddr::V4(host))) => {
-                net.contains(&host.to_ipv6_mapped())
-            }
-            _ => false,
+        match &self.matcher {
+            Matcher::Subdomains(suffix) => match host {
+                HostRef::Name(host) => suffix.strict_suffix_of(host),
+                HostRef::Ip(_) => false,
+            },
+            Matcher::Exact(name) => match host {
+                HostRef::Name(host) => name.equals(host),
+                HostRef::Ip(_) => false,
+            },
+            Matcher::Any => true,
+            Matcher::Ip(ip) => host == HostRef::Ip(*ip),
+            Matcher::Net(net) => match (net, host) {
+                (IpNet::V4(net), HostRef::Ip(IpAddr::V4(host))) => net.contains(&host),
+                (IpNet::V6(net), HostRef::Ip(IpAddr::V6(host))) => net.contains(&host),
+                (IpNet::V6(net), HostRef::Ip(IpAddr::V4(host))) => {
+                    net.contains(&host.to_ipv6_mapped())
+                }
+                _ => false,
+            },
         }
     }
 }
@@ -564,8 +642,8 @@ impl fmt::Display for DomainPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.matcher {
             Matcher::Any => f.write_str("*")?,
-            Matcher::Exact(name) => f.write_str(name)?,
-            Matcher::Subdomains(suffix) => write!(f, "*{suffix}")?,
+            Matcher::Exact(name) => f.write_str(&name.text)?,
+            Matcher::Subdomains(suffix) => write!(f, "*{}", suffix.text)?,
             Matcher::Ip(ip) => HostRef::Ip(*ip).fmt(f)?,
             Matcher::Net(IpNet::V4(net)) => write!(f, "{net}")?,
             Matcher::Net(IpNet::V6(net)) => write!(f, "[{net}]")?,
@@ -636,10 +714,13 @@ fn parse_pattern(text: &str, list: ListKind) -> Result<DomainPattern, PatternPro
             Host::Name(name) => name,
             Host::Ip(_) => return Err(PatternProblem::WildcardIp),
         };
-        if list == ListKind::Allow && is_public_suffix(&base) {
+        if list == ListKind::Allow && is_icann_suffix(&base) {
             return Err(PatternProblem::PublicSuffix);
         }
-        return Ok(pattern(Matcher::Subdomains(format!(".{base}")), port));
+        return Ok(pattern(
+            Matcher::Subdomains(Needle::new(format!(".{base}"))),
+            port,
+        ));
     }
     if let Some((addr, len)) = host.split_once('/') {
         return Ok(pattern(
@@ -648,7 +729,7 @@ fn parse_pattern(text: &str, list: ListKind) -> Result<DomainPattern, PatternPro
         ));
     }
     let matcher = match canonical_host(host).map_err(PatternProblem::Host)? {
-        Host::Name(name) => Matcher::Exact(name),
+        Host::Name(name) => Matcher::Exact(Needle::new(name)),
         Host::Ip(ip) => Matcher::Ip(ip),
     };
     Ok(pattern(matcher, port))
@@ -745,39 +826,54 @@ pub struct DomainRules {
     pub unrestricted: bool,
 }
 
-/// `host[:port]` for reasons.
-struct Target<'a>(HostRef<'a>, Option<u16>);
-
-impl fmt::Display for Target<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)?;
-        if let Some(port) = self.1 {
-            write!(f, ":{port}")?;
+/// `host[:port]` followed by `parts`, built without the formatting machinery (this is on the
+/// proxy's hot path).
+fn reason(host: HostRef<'_>, port: Option<u16>, parts: &[&str]) -> String {
+    let extra: usize = parts.iter().map(|p| p.len()).sum();
+    let mut out = String::with_capacity(host_len_hint(host) + 6 + extra);
+    match host {
+        HostRef::Name(name) => out.push_str(name),
+        ip => {
+            use fmt::Write;
+            let _ = write!(out, "{ip}");
         }
-        Ok(())
+    }
+    if let Some(port) = port {
+        out.push(':');
+        push_decimal(&mut out, port);
+    }
+    for part in parts {
+        out.push_str(part);
+    }
+    out
+}
+
+fn host_len_hint(host: HostRef<'_>) -> usize {
+    match host {
+        HostRef::Name(name) => name.len(),
+        HostRef::Ip(IpAddr::V4(_)) => 15,
+        HostRef::Ip(IpAddr::V6(_)) => 41,
+    }
+}
+
+fn push_decimal(out: &mut String, n: u16) {
+    let mut digits = [0u8; 5];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
     }
 }
 
 impl DomainRules {
-    /// Rules from one settings block, every rule with the same provenance (the layering of
-    /// several files is done elsewhere). `unrestricted` is false.
-    pub fn from_settings(
-        network: &NetworkSettings,
-        provenance: &Provenance,
-    ) -> Result<DomainRules, PatternError> {
-        let list = |entries: &Option<Vec<String>>, kind| match entries {
-            Some(entries) => parse_rules(entries, kind, provenance),
-            None => Ok(Vec::new()),
-        };
-        Ok(DomainRules {
-            denied: list(&network.denied_domains, ListKind::Deny)?,
-            allowed: list(&network.allowed_domains, ListKind::Allow)?,
-            denied_reasons: network.denied_domain_reasons.clone().unwrap_or_default(),
-            strict_allowlist: network.strict_allowlist.unwrap_or(false),
-            unrestricted: false,
-        })
-    }
-
     /// Decide a connection to `host` (as the client sent it; canonicalised here) on `port`
     /// (`None`: unknown). An invalid host is denied, never approvable.
     pub fn decide(&self, host: &str, port: Option<u16>, approver_attached: bool) -> Verdict {
@@ -790,21 +886,31 @@ impl DomainRules {
         }
     }
 
+    /// Decide a `HOST[:PORT]` target as written by a user (`warden check`): see [`parse_target`].
+    pub fn decide_target(&self, target: &str, approver_attached: bool) -> Verdict {
+        match parse_target(target) {
+            Ok((host, port)) => self.decide_host(&host, port, approver_attached),
+            Err(error) => Verdict::deny(
+                ReasonKind::InvalidHost,
+                format!("invalid host {}: {error}", quote_for_reason(target)),
+            ),
+        }
+    }
+
     /// Decide a connection to an already canonical host.
     pub fn decide_host(&self, host: &Host, port: Option<u16>, approver_attached: bool) -> Verdict {
         self.decide_ref(host.view(), port, approver_attached)
     }
 
     fn decide_ref(&self, host: HostRef<'_>, port: Option<u16>, approver_attached: bool) -> Verdict {
-        let target = Target(host, port);
         if let Some(rule) = self
             .denied
             .iter()
             .find(|rule| rule.pattern.matches_in(host, port, ListKind::Deny))
         {
             let reason = match self.denied_reasons.get(&rule.text) {
-                Some(why) => format!("{target} is in deniedDomains: {why}"),
-                None => format!("{target} is in deniedDomains"),
+                Some(why) => reason(host, port, &[" is in deniedDomains: ", why]),
+                None => reason(host, port, &[" is in deniedDomains"]),
             };
             return Verdict::deny(ReasonKind::DomainDenied, reason)
                 .with_rule(rule.to_ref(DENIED_LIST));
@@ -816,31 +922,32 @@ impl DomainRules {
         {
             return Verdict::allow(
                 ReasonKind::DomainAllowed,
-                format!("{target} is in allowedDomains"),
+                reason(host, port, &[" is in allowedDomains"]),
             )
             .with_rule(rule.to_ref(ALLOWED_LIST));
         }
         if self.unrestricted {
             return Verdict::allow(
                 ReasonKind::NetworkUnrestricted,
-                format!("{target}: network access is unrestricted"),
+                reason(host, port, &[": network access is unrestricted"]),
             );
         }
         if approver_attached && !self.strict_allowlist {
             return Verdict::ask(
                 ReasonKind::DomainAsk,
-                format!("{target} is not in allowedDomains; approval required"),
+                reason(
+                    host,
+                    port,
+                    &[" is not in allowedDomains; approval required"],
+                ),
             );
         }
-        let strict = if self.strict_allowlist {
-            " (strictAllowlist)"
+        let text = if self.strict_allowlist {
+            " is not in allowedDomains (strictAllowlist)"
         } else {
-            ""
+            " is not in allowedDomains"
         };
-        Verdict::deny(
-            ReasonKind::DomainNotAllowed,
-            format!("{target} is not in allowedDomains{strict}"),
-        )
+        Verdict::deny(ReasonKind::DomainNotAllowed, reason(host, port, &[text]))
     }
 }
 
@@ -855,7 +962,8 @@ fn quote_for_reason(input: &str) -> String {
 
 /// The pattern that "allow always" persists for `host`: a name with three or more labels
 /// persists `*.parent` (`registry.npmjs.org` -> `*.npmjs.org`) unless the parent is itself a
-/// public suffix ([`is_public_suffix`]; `x.co.uk` -> `x.co.uk`), any other name persists itself,
+/// public suffix of either section of the list ([`is_public_suffix`]; `x.co.uk` -> `x.co.uk`,
+/// `octocat.github.io` -> `octocat.github.io`), any other name persists itself,
 /// and IP addresses persist as literals (IPv6 in brackets). The result always parses as an
 /// `allowedDomains` entry.
 pub fn persist_pattern(host: &Host) -> String {

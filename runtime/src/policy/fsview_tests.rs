@@ -7,7 +7,10 @@ fn p(s: &str) -> PathBuf {
 #[test]
 fn lexical_normalises_dots_and_slashes() {
     let cwd = Path::new("/home/u/proj");
-    assert_eq!(lexical(cwd, Path::new("a/./b//c/")), p("/home/u/proj/a/b/c"));
+    assert_eq!(
+        lexical(cwd, Path::new("a/./b//c/")),
+        p("/home/u/proj/a/b/c")
+    );
     assert_eq!(lexical(cwd, Path::new("../../etc/x")), p("/home/etc/x"));
     assert_eq!(lexical(cwd, Path::new("/../../..")), p("/"));
     assert_eq!(lexical(cwd, Path::new("//etc///passwd")), p("/etc/passwd"));
@@ -21,11 +24,20 @@ fn resolve_follows_relative_and_absolute_links() {
         .symlink("/home/u/proj/up", "../..")
         .symlink("/home/u/proj/chain", "out");
     let cwd = Path::new("/home/u/proj");
-    assert_eq!(resolve(&fs, cwd, Path::new("out/passwd")).unwrap(), p("/etc/passwd"));
+    assert_eq!(
+        resolve(&fs, cwd, Path::new("out/passwd")).unwrap(),
+        p("/etc/passwd")
+    );
     assert_eq!(resolve(&fs, cwd, Path::new("up/x")).unwrap(), p("/home/x"));
-    assert_eq!(resolve(&fs, cwd, Path::new("chain/shadow")).unwrap(), p("/etc/shadow"));
+    assert_eq!(
+        resolve(&fs, cwd, Path::new("chain/shadow")).unwrap(),
+        p("/etc/shadow")
+    );
     // `..` after a symlink applies to the target, as in the kernel.
-    assert_eq!(resolve(&fs, cwd, Path::new("out/../root")).unwrap(), p("/root"));
+    assert_eq!(
+        resolve(&fs, cwd, Path::new("out/../root")).unwrap(),
+        p("/root")
+    );
 }
 
 #[test]
@@ -33,8 +45,14 @@ fn resolve_continues_through_missing_components() {
     let mut fs = MemFs::new();
     fs.dir("/w");
     let cwd = Path::new("/w");
-    assert_eq!(resolve(&fs, cwd, Path::new("new/dir/../f")).unwrap(), p("/w/new/f"));
-    assert_eq!(resolve(&fs, cwd, Path::new("missing/../../etc")).unwrap(), p("/etc"));
+    assert_eq!(
+        resolve(&fs, cwd, Path::new("new/dir/../f")).unwrap(),
+        p("/w/new/f")
+    );
+    assert_eq!(
+        resolve(&fs, cwd, Path::new("missing/../../etc")).unwrap(),
+        p("/etc")
+    );
 }
 
 #[test]

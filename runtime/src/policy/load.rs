@@ -114,8 +114,16 @@ pub fn parse_settings(text: &str, origin: &str) -> Result<ParsedSettings, Settin
         });
     }
     // Which form? Only the top-level keys matter; positions come from the typed pass below.
-    let top: serde_json::Value = serde_json::from_str(&clean)
-        .map_err(|e| invalid(origin, e.line(), e.column(), String::new(), strip_pos(&e), None))?;
+    let top: serde_json::Value = serde_json::from_str(&clean).map_err(|e| {
+        invalid(
+            origin,
+            e.line(),
+            e.column(),
+            String::new(),
+            strip_pos(&e),
+            None,
+        )
+    })?;
     let Some(obj) = top.as_object() else {
         return Err(invalid(
             origin,
@@ -139,7 +147,9 @@ pub fn parse_settings(text: &str, origin: &str) -> Result<ParsedSettings, Settin
                 line,
                 column,
                 key.clone(),
-                format!("`{key}` beside a `sandbox` block would be ignored; move it into `sandbox`"),
+                format!(
+                    "`{key}` beside a `sandbox` block would be ignored; move it into `sandbox`"
+                ),
                 Some(format!("sandbox.{key}")),
             ));
         }
@@ -153,7 +163,8 @@ pub fn parse_settings(text: &str, origin: &str) -> Result<ParsedSettings, Settin
                     line,
                     column,
                     "warden".to_string(),
-                    "`warden` appears both at the top level and under `sandbox`; keep one".to_string(),
+                    "`warden` appears both at the top level and under `sandbox`; keep one"
+                        .to_string(),
                     None,
                 ));
             }
@@ -335,7 +346,11 @@ fn deref<'a>(root: &'a serde_json::Value, node: &'a serde_json::Value) -> &'a se
     match node.get("$ref").and_then(|r| r.as_str()) {
         Some(r) => r
             .strip_prefix("#/")
-            .map(|p| p.split('/').fold(root, |v, seg| v.get(seg).unwrap_or(&serde_json::Value::Null)))
+            .map(|p| {
+                p.split('/').fold(root, |v, seg| {
+                    v.get(seg).unwrap_or(&serde_json::Value::Null)
+                })
+            })
             .unwrap_or(node),
         None => node,
     }
@@ -351,7 +366,10 @@ fn key_position(text: &str, key: &str) -> (usize, usize) {
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |i| before.len() - i - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
     (line, column)
 }
 

@@ -32,7 +32,10 @@ fn srt_file_is_accepted_unchanged() {
     let p = parse_settings(text, "s.json").unwrap();
     assert_eq!(p.form, Form::Srt);
     let net = p.settings.network.unwrap();
-    assert_eq!(net.allowed_domains.unwrap(), vec!["github.com", "*.npmjs.org"]);
+    assert_eq!(
+        net.allowed_domains.unwrap(),
+        vec!["github.com", "*.npmjs.org"]
+    );
     assert_eq!(net.socks_proxy_port, Some(1080));
     let fs = p.settings.filesystem.unwrap();
     assert_eq!(fs.deny_write.unwrap(), vec![".env"]);
@@ -56,7 +59,10 @@ fn claude_code_form_ignores_claude_keys_and_reads_sandbox() {
     let p = parse_settings(text, "s.json").unwrap();
     assert_eq!(p.form, Form::ClaudeCode);
     assert_eq!(p.settings.enabled, Some(true));
-    assert_eq!(p.settings.mode, Some(crate::policy::settings::Mode::WholeProcess));
+    assert_eq!(
+        p.settings.mode,
+        Some(crate::policy::settings::Mode::WholeProcess)
+    );
     assert_eq!(p.settings.warden.unwrap().read_only, Some(true));
 }
 
@@ -72,7 +78,11 @@ fn comments_and_trailing_commas() {
 
 #[test]
 fn comment_markers_inside_strings_are_kept() {
-    let p = parse_settings(r#"{"filesystem": {"denyRead": ["/a//b", "/*x*/", "a,]"]}}"#, "s").unwrap();
+    let p = parse_settings(
+        r#"{"filesystem": {"denyRead": ["/a//b", "/*x*/", "a,]"]}}"#,
+        "s",
+    )
+    .unwrap();
     assert_eq!(
         p.settings.filesystem.unwrap().deny_read.unwrap(),
         vec!["/a//b", "/*x*/", "a,]"]
@@ -81,7 +91,12 @@ fn comment_markers_inside_strings_are_kept() {
 
 #[test]
 fn empty_file_is_empty_settings() {
-    assert_eq!(parse_settings("  \n// only a comment\n", "s").unwrap().settings, SandboxSettings::default());
+    assert_eq!(
+        parse_settings("  \n// only a comment\n", "s")
+            .unwrap()
+            .settings,
+        SandboxSettings::default()
+    );
 }
 
 // Golden error messages.
@@ -166,7 +181,10 @@ fn golden_srt_keys_beside_sandbox_block() {
 #[test]
 fn unknown_key_inside_sandbox_block_is_an_error() {
     let e = err(r#"{"sandbox": {"network": {"allowedDomain": []}}}"#);
-    assert!(e.contains("`sandbox.network.allowedDomain`: unknown key; did you mean `allowedDomains`?"), "{e}");
+    assert!(
+        e.contains("`sandbox.network.allowedDomain`: unknown key; did you mean `allowedDomains`?"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -187,6 +205,12 @@ fn layer_paths_follow_xdg_and_env() {
     assert_eq!(p.project, PathBuf::from("/w/.warden/settings.json"));
     assert_eq!(p.managed, PathBuf::from("/t/m.json"));
     let p = LayerPaths::discover(Path::new("/home/u"), Path::new("/w"), &|_| None);
-    assert_eq!(p.user, PathBuf::from("/home/u/.config/warden/settings.json"));
-    assert_eq!(p.managed, PathBuf::from("/etc/warden/managed-settings.json"));
+    assert_eq!(
+        p.user,
+        PathBuf::from("/home/u/.config/warden/settings.json")
+    );
+    assert_eq!(
+        p.managed,
+        PathBuf::from("/etc/warden/managed-settings.json")
+    );
 }

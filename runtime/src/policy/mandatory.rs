@@ -127,7 +127,10 @@ impl Mandatory {
                 entry: format!("{prefix}hooks/**"),
             }),
             b"config" | b"config.worktree" if !self.allow_git_config => Some(Hit {
-                entry: format!("{prefix}{} (allowGitConfig is off)", String::from_utf8_lossy(comp)),
+                entry: format!(
+                    "{prefix}{} (allowGitConfig is off)",
+                    String::from_utf8_lossy(comp)
+                ),
             }),
             _ => None,
         }

@@ -10,10 +10,19 @@ fn rc_files_and_agent_dirs_are_protected_anywhere() {
     let m = Mandatory::default();
     assert_eq!(hit(&m, "/home/u/.bashrc").as_deref(), Some(".bashrc"));
     assert_eq!(hit(&m, "/w/sub/.zshrc").as_deref(), Some(".zshrc"));
-    assert_eq!(hit(&m, "/w/.claude/settings.json").as_deref(), Some(".claude/**"));
+    assert_eq!(
+        hit(&m, "/w/.claude/settings.json").as_deref(),
+        Some(".claude/**")
+    );
     assert_eq!(hit(&m, "/w/.claude").as_deref(), Some(".claude/**"));
-    assert_eq!(hit(&m, "/home/u/.ssh/authorized_keys").as_deref(), Some(".ssh/**"));
-    assert_eq!(hit(&m, "/w/.warden/settings.json").as_deref(), Some(".warden/**"));
+    assert_eq!(
+        hit(&m, "/home/u/.ssh/authorized_keys").as_deref(),
+        Some(".ssh/**")
+    );
+    assert_eq!(
+        hit(&m, "/w/.warden/settings.json").as_deref(),
+        Some(".warden/**")
+    );
     assert_eq!(
         hit(&m, "/Users/u/Library/LaunchAgents/x.plist").as_deref(),
         Some("LaunchAgents/**")
@@ -41,9 +50,14 @@ fn similar_names_are_not_protected() {
 #[test]
 fn git_hooks_and_config_but_not_objects() {
     let m = Mandatory::default();
-    assert_eq!(hit(&m, "/w/.git/hooks/pre-commit").as_deref(), Some(".git/hooks/**"));
+    assert_eq!(
+        hit(&m, "/w/.git/hooks/pre-commit").as_deref(),
+        Some(".git/hooks/**")
+    );
     assert_eq!(hit(&m, "/w/.git/hooks").as_deref(), Some(".git/hooks/**"));
-    assert!(hit(&m, "/w/.git/config").unwrap().starts_with(".git/config"));
+    assert!(hit(&m, "/w/.git/config")
+        .unwrap()
+        .starts_with(".git/config"));
     assert!(hit(&m, "/w/.git/config.worktree").is_some());
     assert_eq!(hit(&m, "/w/.git/objects/ab/cdef"), None);
     assert_eq!(hit(&m, "/w/.git/refs/heads/main"), None);
@@ -71,7 +85,10 @@ fn worktree_git_file_is_followed_to_real_and_common_dir() {
     let m = Mandatory::discover(&fs, Path::new("/wt/src"), false);
     assert_eq!(
         m.extra_git_dirs,
-        vec![PathBuf::from("/repo/.git"), PathBuf::from("/repo/.git/worktrees/wt")]
+        vec![
+            PathBuf::from("/repo/.git"),
+            PathBuf::from("/repo/.git/worktrees/wt")
+        ]
     );
     assert!(hit(&m, "/repo/.git/worktrees/wt/config.worktree").is_some());
     assert!(hit(&m, "/repo/.git/hooks/pre-commit").is_some());
@@ -81,7 +98,8 @@ fn worktree_git_file_is_followed_to_real_and_common_dir() {
 #[test]
 fn separate_git_dir_with_any_name_is_protected() {
     let mut fs = MemFs::new();
-    fs.file("/w/.git", "gitdir: ../store/w.gitdir").dir("/store/w.gitdir");
+    fs.file("/w/.git", "gitdir: ../store/w.gitdir")
+        .dir("/store/w.gitdir");
     let m = Mandatory::discover(&fs, Path::new("/w"), false);
     assert_eq!(
         hit(&m, "/store/w.gitdir/hooks/pre-push").as_deref(),

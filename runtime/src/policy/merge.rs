@@ -227,15 +227,13 @@ impl Policy {
             eff.strings(key)
                 .into_iter()
                 .map(|r| {
-                    let pattern =
-                        PathPattern::parse(&r.text, &context.cwd, &context.home, fs).map_err(
-                            |message| PolicyError::Entry {
-                                key: key.to_string(),
-                                entry: r.text.clone(),
-                                provenance: r.provenance.clone(),
-                                message,
-                            },
-                        )?;
+                    let pattern = PathPattern::parse(&r.text, &context.cwd, &context.home, fs)
+                        .map_err(|message| PolicyError::Entry {
+                            key: key.to_string(),
+                            entry: r.text.clone(),
+                            provenance: r.provenance.clone(),
+                            message,
+                        })?;
                     Ok(Rule {
                         pattern,
                         text: r.text,
@@ -292,7 +290,9 @@ impl Policy {
             disabled: eff.bool("filesystem.disabled").unwrap_or(false),
         };
 
-        let domain_list = |key: &str, kind: ListKind| -> Result<Vec<Rule<DomainPattern>>, PolicyError> {
+        let domain_list = |key: &str,
+                           kind: ListKind|
+         -> Result<Vec<Rule<DomainPattern>>, PolicyError> {
             eff.strings(key)
                 .into_iter()
                 .map(|r| {
@@ -403,7 +403,11 @@ impl Policy {
     }
 
     /// May the sandbox reach `host` (on `port`)? Session approvals apply.
-    pub fn check_domain(&self, host: &super::domain::Host, port: Option<u16>) -> super::decision::Verdict {
+    pub fn check_domain(
+        &self,
+        host: &super::domain::Host,
+        port: Option<u16>,
+    ) -> super::decision::Verdict {
         let v = self
             .domains
             .decide_host(host, port, self.context.approver_attached);

@@ -10,17 +10,42 @@ fn values(eff: &Effective, key: &str) -> Vec<(String, Layer)> {
         .get(key)
         .into_iter()
         .flatten()
-        .map(|s| (s.value.as_str().unwrap_or_default().to_string(), s.provenance.layer))
+        .map(|s| {
+            (
+                s.value.as_str().unwrap_or_default().to_string(),
+                s.provenance.layer,
+            )
+        })
         .collect()
 }
 
 #[test]
 fn scalars_take_the_highest_layer_and_managed_cannot_be_overridden() {
     let eff = Effective::merge(&[
-        lay(Layer::Managed, 0, "m", r#"{"network": {"strictAllowlist": true}}"#),
-        lay(Layer::User, 0, "u", r#"{"network": {"strictAllowlist": false, "allowLocalBinding": true}}"#),
-        lay(Layer::Cli, 1, "c2", r#"{"network": {"strictAllowlist": false, "allowLocalBinding": false}}"#),
-        lay(Layer::Cli, 0, "c1", r#"{"network": {"allowLocalBinding": true}}"#),
+        lay(
+            Layer::Managed,
+            0,
+            "m",
+            r#"{"network": {"strictAllowlist": true}}"#,
+        ),
+        lay(
+            Layer::User,
+            0,
+            "u",
+            r#"{"network": {"strictAllowlist": false, "allowLocalBinding": true}}"#,
+        ),
+        lay(
+            Layer::Cli,
+            1,
+            "c2",
+            r#"{"network": {"strictAllowlist": false, "allowLocalBinding": false}}"#,
+        ),
+        lay(
+            Layer::Cli,
+            0,
+            "c1",
+            r#"{"network": {"allowLocalBinding": true}}"#,
+        ),
     ]);
     let s = eff.scalar("network.strictAllowlist").unwrap();
     assert_eq!(s.value, Value::Bool(true));
@@ -30,7 +55,10 @@ fn scalars_take_the_highest_layer_and_managed_cannot_be_overridden() {
     assert_eq!(s.value, Value::Bool(false));
     assert_eq!(s.provenance.source, "c2");
     assert_eq!(
-        eff.layers.iter().map(|p| p.source.as_str()).collect::<Vec<_>>(),
+        eff.layers
+            .iter()
+            .map(|p| p.source.as_str())
+            .collect::<Vec<_>>(),
         ["u", "c1", "c2", "m"]
     );
 }
@@ -38,9 +66,24 @@ fn scalars_take_the_highest_layer_and_managed_cannot_be_overridden() {
 #[test]
 fn lists_are_unions_and_keep_the_highest_provenance() {
     let eff = Effective::merge(&[
-        lay(Layer::User, 0, "u", r#"{"filesystem": {"denyRead": ["~/.aws", "~/.ssh"]}}"#),
-        lay(Layer::Managed, 0, "m", r#"{"filesystem": {"denyRead": ["~/.ssh"]}}"#),
-        lay(Layer::Project, 0, "p", r#"{"filesystem": {"denyRead": ["secrets"]}}"#),
+        lay(
+            Layer::User,
+            0,
+            "u",
+            r#"{"filesystem": {"denyRead": ["~/.aws", "~/.ssh"]}}"#,
+        ),
+        lay(
+            Layer::Managed,
+            0,
+            "m",
+            r#"{"filesystem": {"denyRead": ["~/.ssh"]}}"#,
+        ),
+        lay(
+            Layer::Project,
+            0,
+            "p",
+            r#"{"filesystem": {"denyRead": ["secrets"]}}"#,
+        ),
     ]);
     assert_eq!(
         values(&eff, "filesystem.denyRead"),
@@ -54,7 +97,12 @@ fn lists_are_unions_and_keep_the_highest_provenance() {
 
 #[test]
 fn an_empty_list_still_counts_as_set() {
-    let eff = Effective::merge(&[lay(Layer::User, 0, "u", r#"{"network": {"allowedDomains": []}}"#)]);
+    let eff = Effective::merge(&[lay(
+        Layer::User,
+        0,
+        "u",
+        r#"{"network": {"allowedDomains": []}}"#,
+    )]);
     assert!(eff.has_list("network.allowedDomains"));
     assert!(!eff.has_list("network.deniedDomains"));
 }
@@ -62,8 +110,18 @@ fn an_empty_list_still_counts_as_set() {
 #[test]
 fn maps_merge_by_key() {
     let eff = Effective::merge(&[
-        lay(Layer::User, 0, "u", r#"{"network": {"deniedDomainReasons": {"a.com": "u", "b.com": "u"}}, "ignoreViolations": {"*": ["/usr"]}}"#),
-        lay(Layer::Managed, 0, "m", r#"{"network": {"deniedDomainReasons": {"a.com": "m"}}, "ignoreViolations": {"*": ["/opt"], "git": ["/tmp"]}}"#),
+        lay(
+            Layer::User,
+            0,
+            "u",
+            r#"{"network": {"deniedDomainReasons": {"a.com": "u", "b.com": "u"}}, "ignoreViolations": {"*": ["/usr"]}}"#,
+        ),
+        lay(
+            Layer::Managed,
+            0,
+            "m",
+            r#"{"network": {"deniedDomainReasons": {"a.com": "m"}}, "ignoreViolations": {"*": ["/opt"], "git": ["/tmp"]}}"#,
+        ),
     ]);
     let m = &eff.maps["network.deniedDomainReasons"];
     assert_eq!(m["a.com"].value, Value::String("m".into()));
@@ -75,7 +133,12 @@ fn maps_merge_by_key() {
 
 #[test]
 fn opaque_values_are_kept_whole() {
-    let eff = Effective::merge(&[lay(Layer::User, 0, "u", r#"{"network": {"mitmProxy": {"socketPath": "/x", "domains": ["a"]}}}"#)]);
+    let eff = Effective::merge(&[lay(
+        Layer::User,
+        0,
+        "u",
+        r#"{"network": {"mitmProxy": {"socketPath": "/x", "domains": ["a"]}}}"#,
+    )]);
     assert!(eff.scalar("network.mitmProxy").unwrap().value.is_object());
 }
 
@@ -92,7 +155,12 @@ fn ctx() -> Context {
 fn policy_build_reports_bad_domain_patterns_with_provenance() {
     let fs = crate::policy::fsview::MemFs::new();
     let e = Policy::build(
-        &[lay(Layer::Project, 0, "/w/.warden/settings.json", r#"{"network": {"allowedDomains": ["*.com"]}}"#)],
+        &[lay(
+            Layer::Project,
+            0,
+            "/w/.warden/settings.json",
+            r#"{"network": {"allowedDomains": ["*.com"]}}"#,
+        )],
         ctx(),
         &fs,
     )
@@ -126,9 +194,24 @@ fn a_lower_layer_cannot_remove_a_managed_domain_deny() {
     let fs = crate::policy::fsview::MemFs::new();
     let p = Policy::build(
         &[
-            lay(Layer::Managed, 0, "m", r#"{"network": {"deniedDomains": ["*.evil.com"]}}"#),
-            lay(Layer::User, 0, "u", r#"{"network": {"allowedDomains": ["x.evil.com", "ok.com"], "deniedDomains": []}}"#),
-            lay(Layer::Flags, 0, "--allow-domain", r#"{"network": {"allowedDomains": ["y.evil.com"]}}"#),
+            lay(
+                Layer::Managed,
+                0,
+                "m",
+                r#"{"network": {"deniedDomains": ["*.evil.com"]}}"#,
+            ),
+            lay(
+                Layer::User,
+                0,
+                "u",
+                r#"{"network": {"allowedDomains": ["x.evil.com", "ok.com"], "deniedDomains": []}}"#,
+            ),
+            lay(
+                Layer::Flags,
+                0,
+                "--allow-domain",
+                r#"{"network": {"allowedDomains": ["y.evil.com"]}}"#,
+            ),
         ],
         ctx(),
         &fs,
@@ -174,7 +257,12 @@ mod props {
     }
 
     fn layer_kind() -> impl Strategy<Value = Layer> {
-        prop_oneof![Just(Layer::User), Just(Layer::Project), Just(Layer::Cli), Just(Layer::Flags)]
+        prop_oneof![
+            Just(Layer::User),
+            Just(Layer::Project),
+            Just(Layer::Cli),
+            Just(Layer::Flags)
+        ]
     }
 
     proptest! {

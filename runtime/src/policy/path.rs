@@ -216,7 +216,10 @@ impl PathRules {
                 {
                     return Verdict::deny(
                         ReasonKind::Mandatory,
-                        format!("writing {shown} is denied: mandatory protection {}", hit.entry),
+                        format!(
+                            "writing {shown} is denied: mandatory protection {}",
+                            hit.entry
+                        ),
                     )
                     .with_rule(RuleRef {
                         list: "mandatory".to_string(),

@@ -81,8 +81,14 @@ fn writes_inside_cwd_tmpdir_and_allow_write() {
         assert_eq!(v.decision, Decision::Allow, "{path}: {v}");
         assert_eq!(v.kind, ReasonKind::Writable);
     }
-    assert_eq!(w(&p, &fs, "src/main.rs").rule.unwrap().list, "working directory");
-    assert_eq!(w(&p, &fs, "/data/cache/x").rule.unwrap().list, "filesystem.allowWrite");
+    assert_eq!(
+        w(&p, &fs, "src/main.rs").rule.unwrap().list,
+        "working directory"
+    );
+    assert_eq!(
+        w(&p, &fs, "/data/cache/x").rule.unwrap().list,
+        "filesystem.allowWrite"
+    );
 }
 
 #[test]
@@ -91,8 +97,14 @@ fn write_outside_requires_approval() {
     let v = w(&p, &fs, "/etc/passwd");
     assert_eq!(v.decision, Decision::RequiresApproval);
     assert_eq!(v.kind, ReasonKind::OutsideWritable);
-    assert_eq!(v.reason, "writing /etc/passwd is outside the writable roots");
-    assert_eq!(w(&p, &fs, "/home/u/projx/f").decision, Decision::RequiresApproval);
+    assert_eq!(
+        v.reason,
+        "writing /etc/passwd is outside the writable roots"
+    );
+    assert_eq!(
+        w(&p, &fs, "/home/u/projx/f").decision,
+        Decision::RequiresApproval
+    );
     assert_eq!(w(&p, &fs, "/home/u").decision, Decision::RequiresApproval);
 }
 
@@ -105,7 +117,12 @@ fn writing_into_cwd_through_a_symlink_from_outside_is_allowed() {
 #[test]
 fn dotdot_out_of_every_root_is_hard_denied() {
     let (p, fs) = std_policy();
-    for path in ["../../../etc/shadow", "src/../../x", "/home/u/proj/../other", "/etc/../etc/passwd"] {
+    for path in [
+        "../../../etc/shadow",
+        "src/../../x",
+        "/home/u/proj/../other",
+        "/etc/../etc/passwd",
+    ] {
         let v = w(&p, &fs, path);
         assert_eq!(v.decision, Decision::Deny, "{path}: {v}");
         assert_eq!(v.kind, ReasonKind::Traversal, "{path}");
@@ -131,10 +148,17 @@ fn nul_and_empty_and_loops_are_hard_denied() {
     let (p, mut fs) = std_policy();
     use std::ffi::OsStr;
     let nul = Path::new(OsStr::from_bytes(b"/home/u/proj/a\0b"));
-    assert_eq!(p.check_path(&fs, nul, Access::Write).kind, ReasonKind::InvalidPath);
-    assert_eq!(p.check_path(&fs, nul, Access::Read).decision, Decision::Deny);
+    assert_eq!(
+        p.check_path(&fs, nul, Access::Write).kind,
+        ReasonKind::InvalidPath
+    );
+    assert_eq!(
+        p.check_path(&fs, nul, Access::Read).decision,
+        Decision::Deny
+    );
     assert_eq!(w(&p, &fs, "").kind, ReasonKind::InvalidPath);
-    fs.symlink("/home/u/proj/l1", "l2").symlink("/home/u/proj/l2", "l1");
+    fs.symlink("/home/u/proj/l1", "l2")
+        .symlink("/home/u/proj/l2", "l1");
     assert_eq!(w(&p, &fs, "l1/x").kind, ReasonKind::InvalidPath);
 }
 
@@ -171,7 +195,12 @@ fn mandatory_protections_hold_for_missing_files_and_through_symlinks() {
         assert_eq!(v.kind, ReasonKind::Mandatory, "{path}");
         assert_eq!(v.rule.unwrap().provenance, Provenance::builtin());
     }
-    for path in [".git/objects/ab/cd", ".git/refs/heads/main", ".git/index", ".git/HEAD"] {
+    for path in [
+        ".git/objects/ab/cd",
+        ".git/refs/heads/main",
+        ".git/index",
+        ".git/HEAD",
+    ] {
         assert!(w(&p, &fs, path).is_allowed(), "{path}");
     }
 }
@@ -251,7 +280,10 @@ fn lower_layer_allow_read_cannot_reopen_a_managed_deny() {
     let (p, fs) = policy_with(vec![user, managed]);
     let v = r(&p, &fs, "/home/u/.aws/credentials");
     assert_eq!(v.decision, Decision::Deny, "{v}");
-    assert_eq!(v.reason, "reading /home/u/.aws/credentials is denied by organization policy");
+    assert_eq!(
+        v.reason,
+        "reading /home/u/.aws/credentials is denied by organization policy"
+    );
     assert!(v.to_string().contains("(organization policy)"), "{v}");
     let v = w(&p, &fs, "/data/cache/pinned/x");
     assert_eq!(v.decision, Decision::Deny);
@@ -261,13 +293,18 @@ fn lower_layer_allow_read_cannot_reopen_a_managed_deny() {
 #[test]
 fn session_approvals_turn_soft_decisions_into_allow() {
     let (p, fs) = std_policy();
-    assert_eq!(w(&p, &fs, "/opt/out/x").decision, Decision::RequiresApproval);
-    p.approvals.approve_path(Access::Write, Path::new("/opt/out"));
+    assert_eq!(
+        w(&p, &fs, "/opt/out/x").decision,
+        Decision::RequiresApproval
+    );
+    p.approvals
+        .approve_path(Access::Write, Path::new("/opt/out"));
     let v = w(&p, &fs, "/opt/out/x");
     assert_eq!(v.decision, Decision::Allow);
     assert_eq!(v.kind, ReasonKind::SessionApproval);
     // Reads are a separate approval.
-    p.approvals.approve_path(Access::Read, Path::new("/home/u/.ssh/id_rsa"));
+    p.approvals
+        .approve_path(Access::Read, Path::new("/home/u/.ssh/id_rsa"));
     assert!(r(&p, &fs, "/home/u/.ssh/id_rsa").is_allowed());
     // Hard denials stay denied.
     p.approvals.approve_path(Access::Write, Path::new("/"));
@@ -312,7 +349,10 @@ fn disable_tmp_write_removes_tmpdir() {
             ..Default::default()
         },
     )]);
-    assert_eq!(w(&p, &fs, "/tmp/warden-1/x").decision, Decision::RequiresApproval);
+    assert_eq!(
+        w(&p, &fs, "/tmp/warden-1/x").decision,
+        Decision::RequiresApproval
+    );
 }
 
 #[test]
@@ -322,7 +362,11 @@ fn globs_cover_matches_and_their_children() {
         0,
         "u.json",
         fs_settings(FilesystemSettings {
-            deny_read: Some(vec!["/**/*.pem".into(), "~/.config/*/token".into(), "**/*.key".into()]),
+            deny_read: Some(vec![
+                "/**/*.pem".into(),
+                "~/.config/*/token".into(),
+                "**/*.key".into(),
+            ]),
             deny_write: Some(vec!["src/**/*.lock".into()]),
             ..Default::default()
         }),
@@ -331,8 +375,14 @@ fn globs_cover_matches_and_their_children() {
     // A relative glob is relative to the working directory, like every relative entry.
     assert_eq!(r(&p, &fs, "src/deep/tls.key").kind, ReasonKind::DenyRead);
     assert_eq!(r(&p, &fs, "/etc/tls.key").kind, ReasonKind::ReadAllowed);
-    assert_eq!(r(&p, &fs, "/home/u/.config/gh/token").kind, ReasonKind::DenyRead);
-    assert_eq!(r(&p, &fs, "/home/u/.config/gh/sub/token").kind, ReasonKind::ReadAllowed);
+    assert_eq!(
+        r(&p, &fs, "/home/u/.config/gh/token").kind,
+        ReasonKind::DenyRead
+    );
+    assert_eq!(
+        r(&p, &fs, "/home/u/.config/gh/sub/token").kind,
+        ReasonKind::ReadAllowed
+    );
     assert_eq!(w(&p, &fs, "src/a/b/Cargo.lock").kind, ReasonKind::DenyWrite);
     assert_eq!(w(&p, &fs, "Cargo.lock").kind, ReasonKind::Writable);
 }
@@ -348,7 +398,10 @@ fn filesystem_disabled_allows_everything() {
             ..Default::default()
         }),
     )]);
-    assert_eq!(w(&p, &fs, "/etc/passwd").kind, ReasonKind::FilesystemDisabled);
+    assert_eq!(
+        w(&p, &fs, "/etc/passwd").kind,
+        ReasonKind::FilesystemDisabled
+    );
 }
 
 #[test]
@@ -394,7 +447,11 @@ mod props {
             Just("src/../keys".to_string()),
             Just("/home/u/.ssh/../.ssh".to_string()),
         ];
-        (prefix, prop::collection::vec(prop_oneof![Just("/."), Just("//"), Just("/")], 0..3), any::<bool>())
+        (
+            prefix,
+            prop::collection::vec(prop_oneof![Just("/."), Just("//"), Just("/")], 0..3),
+            any::<bool>(),
+        )
             .prop_map(|(p, seps, trailing)| {
                 let mut s = p;
                 for sep in seps {

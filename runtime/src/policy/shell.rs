@@ -52,7 +52,7 @@ pub enum ShellParseError {
     Empty,
     #[error("syntax error at byte {offset}: `{near}`")]
     Syntax { offset: usize, near: String },
-    #[error("scripts nested more than {MAX_NESTING} levels deep (`bash -c`, `eval`)")]
+    #[error("the line nests too deep or is too long to analyse")]
     TooDeep,
     #[error("`{0}` runs a script that is only known at run time")]
     DynamicScript(String),
@@ -101,7 +101,32 @@ thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
 }
 
+/// Deepest bracket nesting handed to the parser. tree-sitter recurses internally, and a
+/// hostile line of thousands of nested `(` would exhaust a thread's stack.
+pub const MAX_BRACKET_DEPTH: usize = 128;
+/// Longest line handed to the parser.
+pub const MAX_LINE_BYTES: usize = 256 * 1024;
+
+/// The deepest nesting of `(`/`{`/`[` and backticks, counted on raw bytes (quotes ignored, so
+/// it can only over-count, which makes a line need approval, never pass).
+fn bracket_depth(line: &str) -> usize {
+    let (mut depth, mut max, mut backticks) = (0usize, 0usize, 0usize);
+    for b in line.bytes() {
+        match b {
+            b'(' | b'{' | b'[' => depth += 1,
+            b')' | b'}' | b']' => depth = depth.saturating_sub(1),
+            b'`' => backticks += 1,
+            _ => {}
+        }
+        max = max.max(depth + backticks / 2);
+    }
+    max
+}
+
 fn parse(line: &str) -> Result<Tree, ShellParseError> {
+    if line.len() > MAX_LINE_BYTES || bracket_depth(line) > MAX_BRACKET_DEPTH {
+        return Err(ShellParseError::TooDeep);
+    }
     PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
@@ -114,13 +139,49 @@ fn parse(line: &str) -> Result<Tree, ShellParseError> {
         let parser = slot
             .as_mut()
             .ok_or_else(|| ShellParseError::Parser("not initialised".to_string()))?;
-        let tree = parser.parse(line, None);
+        // tree-sitter-bash's external scanner passes code points to isdigit()/isalpha(),
+        // which is undefined behaviour above 255 in glibc (it segfaults on e.g. `{` followed by
+        // U+E0135). Shell syntax is ASCII, so the parser gets a copy with every non-ASCII byte
+        // replaced by `a`: a word character either way, and byte offsets stay the same.
+        let masked: Vec<u8> = line
+            .bytes()
+            .map(|b| if b.is_ascii() { b } else { b'a' })
+            .collect();
+        let tree = parser.parse(&masked, None);
         if tree.is_none() {
             // A failed parse leaves the parser mid-way; start afresh next time.
             parser.reset();
         }
-        tree.ok_or_else(|| ShellParseError::Parser("parse was cancelled".to_string()))
+        let tree =
+            tree.ok_or_else(|| ShellParseError::Parser("parse was cancelled".to_string()))?;
+        // Text is sliced from the original line, so every node must start and end on a
+        // character boundary of it.
+        if let Some(offset) = split_character(&tree, line) {
+            return Err(ShellParseError::Syntax {
+                offset,
+                near: "a token boundary inside a non-ASCII character".to_string(),
+            });
+        }
+        Ok(tree)
     })
+}
+
+/// The first node boundary that falls inside a multi-byte character of `line`, if any.
+fn split_character(tree: &Tree, line: &str) -> Option<usize> {
+    if line.is_ascii() {
+        return None;
+    }
+    let mut stack = vec![tree.root_node()];
+    while let Some(node) = stack.pop() {
+        for b in [node.start_byte(), node.end_byte()] {
+            if !line.is_char_boundary(b.min(line.len())) {
+                return Some(b);
+            }
+        }
+        let mut cursor = node.walk();
+        stack.extend(node.children(&mut cursor));
+    }
+    None
 }
 
 fn collect_line(

@@ -412,11 +412,18 @@ fn error_messages_are_readable() {
 }
 
 #[test]
-fn deeply_nested_input_does_not_overflow() {
-    let line = format!("{}ls{}", "$(".repeat(2000), ")".repeat(2000));
-    let _ = simple_commands(&line);
-    let line = format!("{}ls{}", "( ".repeat(5000), " )".repeat(5000));
-    let _ = simple_commands(&line);
+fn deeply_nested_input_is_refused_before_parsing() {
+    // Runs on a test thread (2 MiB stack): these used to overflow it inside tree-sitter.
+    for line in [
+        format!("{}ls{}", "$(".repeat(2000), ")".repeat(2000)),
+        format!("{}ls{}", "( ".repeat(5000), " )".repeat(5000)),
+        format!("{}ls{}", "{ ".repeat(5000), "; }".repeat(5000)),
+        "x".repeat(MAX_LINE_BYTES + 1),
+    ] {
+        assert_eq!(simple_commands(&line), Err(ShellParseError::TooDeep));
+    }
+    let ok = format!("{}ls{}", "( ".repeat(100), " )".repeat(100));
+    assert_eq!(simple_commands(&ok).unwrap().len(), 1);
 }
 
 // --- wrappers -------------------------------------------------------------------------------
@@ -532,4 +539,19 @@ proptest! {
         let _ = effective_argv(&c);
         let _ = privileged_argv(&c);
     }
+}
+
+#[test]
+fn non_ascii_input_never_reaches_the_scanner() {
+    // This line made tree-sitter-bash's C scanner call isdigit(0xE0135) and segfault.
+    let crash = "/\u{11D1E}\u{1138B}i\u{10A05}&\u{307A1}=<*^\u{1E959}^\u{D48}=\u{1EE67}|\"\u{1134B}.\\\u{1E138}\u{1F6E9}b\u{1765}2\u{16B72}`\u{10533}\u{1EE27}\u{2B82}$\u{1F855}{\u{E0135}.~:";
+    let _ = simple_commands(crash);
+    for line in ["echo {\u{E0135}.1}", "echo {\u{1F600}..2}", "x={\u{E0135}"] {
+        let _ = simple_commands(line);
+    }
+    // Non-ASCII words keep their text.
+    let cmds = simple_commands("echo 'héllo wörld' ñ && cat \u{1F600}.txt").unwrap();
+    assert_eq!(cmds[0].words, vec!["echo", "héllo wörld", "ñ"]);
+    assert_eq!(cmds[1].words, vec!["cat", "\u{1F600}.txt"]);
+    assert_eq!(cmds[1].text, "cat \u{1F600}.txt");
 }
