@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use warden::policy::decision::Layer;
 use warden::policy::domain::canonical_host;
-use warden::policy::fsview::MemFs;
+use warden::policy::fsview::{MemFs, RealFs};
 use warden::policy::merge::{layer, Context, Policy};
 use warden::policy::path::Access;
 use warden::policy::settings::{FilesystemSettings, NetworkSettings, SandboxSettings};
@@ -98,6 +98,43 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // The same engine over the host filesystem: every decision adds one lstat per component.
+    let dir = std::env::temp_dir().join(format!("warden-bench-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("src/module")).unwrap_or_else(|e| panic!("{e}"));
+    let real_ctx = Context {
+        cwd: dir.clone(),
+        ..p.context.clone()
+    };
+    let real = Policy::build(
+        &[layer(
+            Layer::User,
+            0,
+            "bench.json",
+            SandboxSettings::default(),
+        )],
+        real_ctx,
+        &RealFs,
+    )
+    .unwrap_or_else(|e| panic!("bench policy: {e}"));
+    let real_paths: Vec<(PathBuf, Access)> = vec![
+        (dir.join("src/module/lib.rs"), Access::Write),
+        ("/etc/passwd".into(), Access::Write),
+        ("/usr/lib/os-release".into(), Access::Read),
+        (dir.join(".git/hooks/pre-commit"), Access::Write),
+    ];
+    g.throughput(Throughput::Elements(real_paths.len() as u64));
+    g.bench_function(
+        BenchmarkId::new("path-realfs", "lstat per component"),
+        |b| {
+            b.iter(|| {
+                for (path, access) in &real_paths {
+                    black_box(real.check_path(&RealFs, black_box(Path::new(path)), *access));
+                }
+            })
+        },
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
     let hosts = [
         "api.allowed4.example",
         "api13.example.com",

@@ -48,7 +48,7 @@ fn entries<T>(rules: &[Rule<T>]) -> Vec<String> {
             if r.provenance.is_managed() {
                 format!("{} (organization policy)", r.text)
             } else {
-                r.text.clone()
+                r.text.to_string()
             }
         })
         .collect()
@@ -67,7 +67,7 @@ pub fn explanation(p: &Policy) -> Explanation {
             .writable
             .iter()
             .map(|w| match w.list {
-                "filesystem.allowWrite" => w.rule.text.clone(),
+                "filesystem.allowWrite" => w.rule.text.to_string(),
                 label => format!("{} ({label})", w.rule.text),
             })
             .collect()
@@ -98,7 +98,7 @@ pub fn explanation(p: &Policy) -> Explanation {
             .writable
             .iter()
             .find(|w| w.list == "TMPDIR")
-            .map(|w| w.rule.text.clone()),
+            .map(|w| w.rule.text.to_string()),
         network: NetworkExplanation {
             unrestricted: d.unrestricted,
             allowed: entries(&d.allowed),

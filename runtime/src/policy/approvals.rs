@@ -105,15 +105,15 @@ pub fn persist_path(
         (ReasonKind::DenyWrite | ReasonKind::DenyRead, _) => {
             let rule = verdict.rule.as_ref().ok_or(NotPersistable::NotApprovable)?;
             match rule.provenance.layer {
-                Layer::Managed => Err(NotPersistable::Managed(rule.entry.clone())),
+                Layer::Managed => Err(NotPersistable::Managed(rule.entry.to_string())),
                 Layer::User | Layer::Project => Ok(SettingsEdit::Remove {
                     layer: rule.provenance.layer,
-                    file: rule.provenance.source.clone(),
-                    key: rule.list.clone(),
-                    value: rule.entry.clone(),
+                    file: rule.provenance.source.to_string(),
+                    key: rule.list.to_string(),
+                    value: rule.entry.to_string(),
                 }),
                 _ => Err(NotPersistable::NotAUserFile {
-                    entry: rule.entry.clone(),
+                    entry: rule.entry.to_string(),
                     source_desc: rule.provenance.to_string(),
                 }),
             }

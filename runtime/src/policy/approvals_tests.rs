@@ -10,8 +10,8 @@ fn ask(kind: ReasonKind, rule: Option<RuleRef>) -> Verdict {
 
 fn rule(layer: Layer, list: &str, entry: &str) -> RuleRef {
     RuleRef {
-        list: list.to_string(),
-        entry: entry.to_string(),
+        list: list.to_string().into(),
+        entry: entry.into(),
         provenance: Provenance::new(layer, 0, format!("/{layer}.json")),
     }
 }

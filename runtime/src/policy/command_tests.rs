@@ -7,7 +7,7 @@ fn rules(entries: &[&str]) -> Vec<Rule<String>> {
         .iter()
         .map(|e| Rule {
             pattern: e.to_string(),
-            text: e.to_string(),
+            text: (*e).into(),
             provenance: Provenance::new(Layer::Project, 0, ".warden/settings.json"),
         })
         .collect()
@@ -134,7 +134,7 @@ fn blocked_command_denies_the_line() {
     );
     let rule = v.verdict.rule.as_ref().unwrap();
     assert_eq!(rule.list, "warden.commands.block");
-    assert_eq!(rule.entry, "git push");
+    assert_eq!(&*rule.entry, "git push");
     assert!(
         v.verdict.reason.contains("git push origin main"),
         "{}",
@@ -317,7 +317,7 @@ fn excluded_line_runs_unsandboxed_and_asks() {
     );
     let rule = v.verdict.rule.as_ref().unwrap();
     assert_eq!(
-        (rule.list.as_str(), rule.entry.as_str()),
+        (&*rule.list, &*rule.entry),
         ("sandbox.excludedCommands", "docker:*")
     );
     assert!(
@@ -565,7 +565,7 @@ fn allowlist_needs_every_command() {
     );
     let rule = v.verdict.rule.as_ref().unwrap();
     assert_eq!(
-        (rule.list.as_str(), rule.entry.as_str()),
+        (&*rule.list, &*rule.entry),
         ("warden.commands.allow", "git")
     );
     assert!(
@@ -720,7 +720,7 @@ fn settings_build_command_rules() {
     let r = rules_of(settings);
     assert!(!r.sandbox_enabled && r.allow_unsandboxed && !r.auto_allow_if_sandboxed);
     assert_eq!(r.auto_run, Some(AutoRunMode::UseAllowlist));
-    assert_eq!(r.excluded[0].text, "docker:*");
+    assert_eq!(&*r.excluded[0].text, "docker:*");
     assert_eq!(r.allow[0].pattern, "git");
     assert_eq!(r.block[0].provenance, prov);
 

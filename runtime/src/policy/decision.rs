@@ -2,7 +2,9 @@
 //! that ties a rule to the settings file and layer it came from.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 /// Settings layers, lowest precedence first. `Ord` follows precedence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -49,7 +51,8 @@ pub struct Provenance {
     #[serde(skip)]
     pub order: u16,
     /// The settings file, or a description such as `built-in` or `--allow-write`.
-    pub source: String,
+    /// Shared, so attaching provenance to a verdict does not allocate.
+    pub source: Arc<str>,
 }
 
 impl Provenance {
@@ -57,15 +60,15 @@ impl Provenance {
         Provenance {
             layer: Layer::Default,
             order: 0,
-            source: "built-in".to_string(),
+            source: Arc::from("built-in"),
         }
     }
 
-    pub fn new(layer: Layer, order: u16, source: impl Into<String>) -> Self {
+    pub fn new(layer: Layer, order: u16, source: impl AsRef<str>) -> Self {
         Provenance {
             layer,
             order,
-            source: source.into(),
+            source: Arc::from(source.as_ref()),
         }
     }
 
@@ -94,7 +97,7 @@ impl fmt::Display for Provenance {
 pub struct Rule<T> {
     pub pattern: T,
     /// The entry as written in the settings file.
-    pub text: String,
+    pub text: Arc<str>,
     pub provenance: Provenance,
 }
 
@@ -168,16 +171,16 @@ pub enum ReasonKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RuleRef {
     /// The settings key of the list, e.g. `filesystem.denyRead`.
-    pub list: String,
+    pub list: Cow<'static, str>,
     /// The entry as written.
-    pub entry: String,
+    pub entry: Arc<str>,
     pub provenance: Provenance,
 }
 
 impl<T> Rule<T> {
-    pub fn to_ref(&self, list: &str) -> RuleRef {
+    pub fn to_ref(&self, list: &'static str) -> RuleRef {
         RuleRef {
-            list: list.to_string(),
+            list: Cow::Borrowed(list),
             entry: self.text.clone(),
             provenance: self.provenance.clone(),
         }

@@ -806,7 +806,7 @@ pub fn parse_rules(
         .map(|text| {
             Ok(Rule {
                 pattern: DomainPattern::parse(text, list)?,
-                text: text.clone(),
+                text: text.as_str().into(),
                 provenance: provenance.clone(),
             })
         })
@@ -908,7 +908,7 @@ impl DomainRules {
             .iter()
             .find(|rule| rule.pattern.matches_in(host, port, ListKind::Deny))
         {
-            let reason = match self.denied_reasons.get(&rule.text) {
+            let reason = match self.denied_reasons.get(&*rule.text) {
                 Some(why) => reason(host, port, &[" is in deniedDomains: ", why]),
                 None => reason(host, port, &[" is in deniedDomains"]),
             };

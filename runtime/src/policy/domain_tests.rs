@@ -832,7 +832,7 @@ fn denied_wins_with_its_reason_text() {
     let v = r.decide("EVIL.test.", None, true);
     assert_eq!(v.kind, ReasonKind::DomainDenied);
     assert_eq!(v.reason, "evil.test is in deniedDomains");
-    assert_eq!(v.rule.unwrap().entry, "evil.test");
+    assert_eq!(&*v.rule.unwrap().entry, "evil.test");
     // The sibling is still allowed.
     let v = r.decide("ok.allowed.test", Some(443), true);
     assert_eq!(v.decision, Decision::Allow);
@@ -858,12 +858,12 @@ fn first_matching_rule_is_reported() {
         &["a.example.com", "*.example.com"],
     );
     assert_eq!(
-        r.decide("a.example.com", None, false).rule.unwrap().entry,
+        &*r.decide("a.example.com", None, false).rule.unwrap().entry,
         "*.example.com"
     );
     let r = rules(&[], &["a.example.com", "*.example.com"]);
     assert_eq!(
-        r.decide("a.example.com", None, false).rule.unwrap().entry,
+        &*r.decide("a.example.com", None, false).rule.unwrap().entry,
         "a.example.com"
     );
 }

@@ -4,7 +4,8 @@
 //! (`..` after a symlink applies to its target) and keeps going through missing components,
 //! as `realpath -m` does, because policy must also answer for files that do not exist yet.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -71,28 +72,30 @@ enum MemEntry {
 /// An in-memory tree for tests and benchmarks. Parents are created implicitly.
 #[derive(Clone, Debug, Default)]
 pub struct MemFs {
-    entries: HashMap<PathBuf, MemEntry>,
+    entries: BTreeMap<Vec<u8>, MemEntry>,
+}
+
+fn key(path: &Path) -> Vec<u8> {
+    path.as_os_str().as_bytes().to_vec()
 }
 
 impl MemFs {
     pub fn new() -> Self {
         let mut fs = MemFs::default();
-        fs.entries.insert(PathBuf::from("/"), MemEntry::Dir);
+        fs.entries.insert(b"/".to_vec(), MemEntry::Dir);
         fs
     }
 
     fn add_parents(&mut self, path: &Path) {
         for anc in path.ancestors().skip(1) {
-            self.entries
-                .entry(anc.to_path_buf())
-                .or_insert(MemEntry::Dir);
+            self.entries.entry(key(anc)).or_insert(MemEntry::Dir);
         }
     }
 
     pub fn dir(&mut self, path: impl AsRef<Path>) -> &mut Self {
         let path = path.as_ref();
         self.add_parents(path);
-        self.entries.insert(path.to_path_buf(), MemEntry::Dir);
+        self.entries.insert(key(path), MemEntry::Dir);
         self
     }
 
@@ -100,39 +103,39 @@ impl MemFs {
         let path = path.as_ref();
         self.add_parents(path);
         self.entries
-            .insert(path.to_path_buf(), MemEntry::File(content.to_string()));
+            .insert(key(path), MemEntry::File(content.to_string()));
         self
     }
 
     pub fn symlink(&mut self, path: impl AsRef<Path>, target: impl AsRef<Path>) -> &mut Self {
         let path = path.as_ref();
         self.add_parents(path);
-        self.entries.insert(
-            path.to_path_buf(),
-            MemEntry::Symlink(target.as_ref().to_path_buf()),
-        );
+        self.entries
+            .insert(key(path), MemEntry::Symlink(target.as_ref().to_path_buf()));
         self
     }
 }
 
 impl FsView for MemFs {
     fn kind(&self, path: &Path) -> Option<FileKind> {
-        self.entries.get(path).map(|e| match e {
-            MemEntry::Dir => FileKind::Dir,
-            MemEntry::File(_) => FileKind::File,
-            MemEntry::Symlink(_) => FileKind::Symlink,
-        })
+        self.entries
+            .get(path.as_os_str().as_bytes())
+            .map(|e| match e {
+                MemEntry::Dir => FileKind::Dir,
+                MemEntry::File(_) => FileKind::File,
+                MemEntry::Symlink(_) => FileKind::Symlink,
+            })
     }
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
-        match self.entries.get(path) {
+        match self.entries.get(path.as_os_str().as_bytes()) {
             Some(MemEntry::Symlink(t)) => Some(t.clone()),
             _ => None,
         }
     }
 
     fn read_to_string(&self, path: &Path) -> Option<String> {
-        match self.entries.get(path) {
+        match self.entries.get(path.as_os_str().as_bytes()) {
             Some(MemEntry::File(c)) => Some(c.clone()),
             _ => None,
         }
@@ -149,14 +152,28 @@ const MAX_LINKS: usize = 40;
 /// Makes `path` absolute against `cwd` and normalises it lexically: `.` dropped, `..` pops,
 /// repeated and trailing slashes removed. Symlinks are not consulted.
 pub fn lexical(cwd: &Path, path: &Path) -> PathBuf {
+    lexical_cow(cwd, path).into_owned()
+}
+
+/// [`lexical`], borrowing `path` when it is already absolute and clean (no empty, `.` or `..`
+/// component), which is the common case and then costs no allocation.
+pub fn lexical_cow<'a>(cwd: &Path, path: &'a Path) -> Cow<'a, Path> {
     let raw = path.as_os_str().as_bytes();
+    if raw.len() > 1
+        && raw[0] == b'/'
+        && raw[1..]
+            .split(|b| *b == b'/')
+            .all(|c| !matches!(c, b"" | b"." | b".."))
+    {
+        return Cow::Borrowed(path);
+    }
     let mut out: Vec<u8> = Vec::with_capacity(raw.len() + cwd.as_os_str().len() + 1);
     out.push(b'/');
     if raw.first() != Some(&b'/') {
         walk_lexical(&mut out, cwd.as_os_str().as_bytes());
     }
     walk_lexical(&mut out, raw);
-    PathBuf::from(OsString::from_vec(out))
+    Cow::Owned(PathBuf::from(OsString::from_vec(out)))
 }
 
 fn walk_lexical(out: &mut Vec<u8>, raw: &[u8]) {
@@ -200,12 +217,15 @@ pub fn has_dotdot(path: &Path) -> bool {
 pub fn resolve(fs: &dyn FsView, cwd: &Path, path: &Path) -> Result<PathBuf, LoopError> {
     let raw = path.as_os_str().as_bytes();
     // The bytes still to walk; a symlink replaces them with its target followed by the rest.
-    let mut rest: Vec<u8> = Vec::with_capacity(raw.len() + cwd.as_os_str().len() + 1);
-    if raw.first() != Some(&b'/') {
-        rest.extend_from_slice(cwd.as_os_str().as_bytes());
-        rest.push(b'/');
-    }
-    rest.extend_from_slice(raw);
+    let mut rest: Cow<[u8]> = if raw.first() == Some(&b'/') {
+        Cow::Borrowed(raw)
+    } else {
+        let mut v = Vec::with_capacity(raw.len() + cwd.as_os_str().len() + 1);
+        v.extend_from_slice(cwd.as_os_str().as_bytes());
+        v.push(b'/');
+        v.extend_from_slice(raw);
+        Cow::Owned(v)
+    };
     let mut out: Vec<u8> = Vec::with_capacity(rest.len());
     out.push(b'/');
     let mut pos = 0usize;
@@ -257,7 +277,7 @@ pub fn resolve(fs: &dyn FsView, cwd: &Path, path: &Path) -> Result<PathBuf, Loop
                 next.extend_from_slice(target);
                 next.push(b'/');
                 next.extend_from_slice(&rest[pos..]);
-                rest = next;
+                rest = Cow::Owned(next);
                 pos = 0;
             }
             Some(_) => {}

@@ -140,7 +140,7 @@ impl Effective {
             .filter_map(|s| {
                 s.value.as_str().map(|v| Rule {
                     pattern: v.to_string(),
-                    text: v.to_string(),
+                    text: v.into(),
                     provenance: s.provenance.clone(),
                 })
             })
@@ -230,7 +230,7 @@ impl Policy {
                     let pattern = PathPattern::parse(&r.text, &context.cwd, &context.home, fs)
                         .map_err(|message| PolicyError::Entry {
                             key: key.to_string(),
-                            entry: r.text.clone(),
+                            entry: r.text.to_string(),
                             provenance: r.provenance.clone(),
                             message,
                         })?;
@@ -249,7 +249,7 @@ impl Policy {
             list: "working directory",
             rule: Rule {
                 pattern: PathPattern::literal(context.cwd.clone(), cwd_real.clone()),
-                text: context.cwd.display().to_string(),
+                text: context.cwd.to_string_lossy().into(),
                 provenance: Provenance::builtin(),
             },
         }];
@@ -260,7 +260,7 @@ impl Policy {
                 list: "TMPDIR",
                 rule: Rule {
                     pattern: PathPattern::literal(tmp.clone(), real),
-                    text: tmp.display().to_string(),
+                    text: tmp.to_string_lossy().into(),
                     provenance: Provenance::builtin(),
                 },
             });
@@ -299,7 +299,7 @@ impl Policy {
                     let pattern =
                         DomainPattern::parse(&r.text, kind).map_err(|e| PolicyError::Entry {
                             key: key.to_string(),
-                            entry: r.text.clone(),
+                            entry: r.text.to_string(),
                             provenance: r.provenance.clone(),
                             message: e.to_string(),
                         })?;

@@ -53,12 +53,9 @@ fn scalars_take_the_highest_layer_and_managed_cannot_be_overridden() {
     // Among --settings files, the later one wins.
     let s = eff.scalar("network.allowLocalBinding").unwrap();
     assert_eq!(s.value, Value::Bool(false));
-    assert_eq!(s.provenance.source, "c2");
+    assert_eq!(&*s.provenance.source, "c2");
     assert_eq!(
-        eff.layers
-            .iter()
-            .map(|p| p.source.as_str())
-            .collect::<Vec<_>>(),
+        eff.layers.iter().map(|p| &*p.source).collect::<Vec<_>>(),
         ["u", "c1", "c2", "m"]
     );
 }

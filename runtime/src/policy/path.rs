@@ -15,7 +15,7 @@
 
 use super::approvals::SessionApprovals;
 use super::decision::{Provenance, ReasonKind, Rule, RuleRef, Verdict};
-use super::fsview::{has_dotdot, is_under, lexical, resolve, FsView};
+use super::fsview::{has_dotdot, is_under, lexical, lexical_cow, resolve, FsView};
 use super::mandatory::Mandatory;
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Serialize;
@@ -35,8 +35,8 @@ pub enum PathPattern {
     Literal {
         /// As written, made absolute and normalised.
         lexical: PathBuf,
-        /// With symlinks resolved.
-        resolved: PathBuf,
+        /// With symlinks resolved; `None` when it equals `lexical`.
+        resolved: Option<PathBuf>,
     },
     Glob(GlobMatcher),
 }
@@ -55,6 +55,7 @@ pub fn expand_path(text: &str, cwd: &Path, home: &Path) -> PathBuf {
 
 impl PathPattern {
     pub fn literal(lexical: PathBuf, resolved: PathBuf) -> Self {
+        let resolved = (resolved != lexical).then_some(resolved);
         PathPattern::Literal { lexical, resolved }
     }
 
@@ -85,10 +86,7 @@ impl PathPattern {
         }
         let lex = expand_path(text, cwd, home);
         let resolved = resolve(fs, cwd, &lex).map_err(|e| e.to_string())?;
-        Ok(PathPattern::Literal {
-            lexical: lex,
-            resolved,
-        })
+        Ok(PathPattern::literal(lex, resolved))
     }
 
     /// Whether `path` (absolute, normalised) is this entry or below it.
@@ -97,7 +95,9 @@ impl PathPattern {
         match self {
             PathPattern::Literal { lexical, resolved } => {
                 is_under(path, lexical.as_os_str().as_bytes())
-                    || (resolved != lexical && is_under(path, resolved.as_os_str().as_bytes()))
+                    || resolved
+                        .as_ref()
+                        .is_some_and(|r| is_under(path, r.as_os_str().as_bytes()))
             }
             PathPattern::Glob(m) => {
                 if m.is_match(Path::new(std::ffi::OsStr::from_bytes(path))) {
@@ -114,7 +114,9 @@ impl PathPattern {
     /// The directory a literal entry names (for mounts and explanations).
     pub fn resolved(&self) -> Option<&Path> {
         match self {
-            PathPattern::Literal { resolved, .. } => Some(resolved),
+            PathPattern::Literal { lexical, resolved } => {
+                Some(resolved.as_ref().unwrap_or(lexical))
+            }
             PathPattern::Glob(_) => None,
         }
     }
@@ -157,7 +159,7 @@ impl PathRules {
         if raw.contains(&0) {
             return Verdict::deny(ReasonKind::InvalidPath, "path contains a NUL byte");
         }
-        let lex = lexical(&self.cwd, path);
+        let lex = lexical_cow(&self.cwd, path);
         let real = match resolve(fs, &self.cwd, path) {
             Ok(r) => r,
             Err(e) => return Verdict::deny(ReasonKind::InvalidPath, e.to_string()),
@@ -168,14 +170,21 @@ impl PathRules {
                 "filesystem restrictions are disabled (filesystem.disabled)",
             );
         }
-        let shown = real.display();
+        // Reasons are built by concatenation: Path's Display and format! dominated the cost.
+        let shown = match real.to_str() {
+            Some(s) => std::borrow::Cow::Borrowed(s),
+            None => real.to_string_lossy(),
+        };
         let lex_b = lex.as_os_str().as_bytes();
         let real_b = real.as_os_str().as_bytes();
+        // Usually no symlink is involved and both spellings are one: check deny rules once.
+        let same = lex_b == real_b;
+        let either = |p: &PathPattern| p.covers(real_b) || (!same && p.covers(lex_b));
         let approved = |access| approvals.is_some_and(|a| a.covers_path(access, &real));
         match access {
             Access::Read => {
                 for deny in &self.deny_read {
-                    if !(deny.pattern.covers(lex_b) || deny.pattern.covers(real_b)) {
+                    if !either(&deny.pattern) {
                         continue;
                     }
                     if let Some(allow) = self.allow_read.iter().find(|a| {
@@ -183,7 +192,7 @@ impl PathRules {
                     }) {
                         return Verdict::allow(
                             ReasonKind::AllowRead,
-                            format!("{shown} is re-allowed inside a denyRead region"),
+                            [&shown, " is re-allowed inside a denyRead region"].concat(),
                         )
                         .with_rule(allow.to_ref("filesystem.allowRead"));
                     }
@@ -191,11 +200,11 @@ impl PathRules {
                         deny,
                         "filesystem.denyRead",
                         ReasonKind::DenyRead,
-                        format!("reading {shown} is denied"),
+                        ["reading ", &shown, " is denied"].concat(),
                         approved(Access::Read),
                     );
                 }
-                Verdict::allow(ReasonKind::ReadAllowed, format!("{shown} is readable"))
+                Verdict::allow(ReasonKind::ReadAllowed, [&shown, " is readable"].concat())
             }
             Access::Write => {
                 if let Some(prov) = &self.read_only {
@@ -204,16 +213,16 @@ impl PathRules {
                         format!("writing {shown} is denied: the sandbox is read-only"),
                     )
                     .with_rule(RuleRef {
-                        list: "warden.readOnly".to_string(),
-                        entry: "true".to_string(),
+                        list: "warden.readOnly".into(),
+                        entry: "true".into(),
                         provenance: prov.clone(),
                     });
                 }
-                if let Some(hit) = self
-                    .mandatory
-                    .check(&real)
-                    .or_else(|| self.mandatory.check(&lex))
-                {
+                let hit = match self.mandatory.check(&real) {
+                    None if !same => self.mandatory.check(&lex),
+                    hit => hit,
+                };
+                if let Some(hit) = hit {
                     return Verdict::deny(
                         ReasonKind::Mandatory,
                         format!(
@@ -222,28 +231,24 @@ impl PathRules {
                         ),
                     )
                     .with_rule(RuleRef {
-                        list: "mandatory".to_string(),
-                        entry: hit.entry,
+                        list: "mandatory".into(),
+                        entry: hit.entry.into(),
                         provenance: Provenance::builtin(),
                     });
                 }
-                if let Some(deny) = self
-                    .deny_write
-                    .iter()
-                    .find(|d| d.pattern.covers(lex_b) || d.pattern.covers(real_b))
-                {
+                if let Some(deny) = self.deny_write.iter().find(|d| either(&d.pattern)) {
                     return self.soft(
                         deny,
                         "filesystem.denyWrite",
                         ReasonKind::DenyWrite,
-                        format!("writing {shown} is denied"),
+                        ["writing ", &shown, " is denied"].concat(),
                         approved(Access::Write),
                     );
                 }
                 if let Some(root) = self.writable.iter().find(|w| w.rule.pattern.covers(real_b)) {
                     return Verdict::allow(
                         ReasonKind::Writable,
-                        format!("{shown} is inside a writable root ({})", root.list),
+                        [&shown, " is inside a writable root (", root.list, ")"].concat(),
                     )
                     .with_rule(root.rule.to_ref(root.list));
                 }
@@ -270,12 +275,12 @@ impl PathRules {
                 if approved(Access::Write) {
                     return Verdict::allow(
                         ReasonKind::SessionApproval,
-                        format!("writing {shown} was approved for this session"),
+                        ["writing ", &shown, " was approved for this session"].concat(),
                     );
                 }
                 Verdict::ask(
                     ReasonKind::OutsideWritable,
-                    format!("writing {shown} is outside the writable roots"),
+                    ["writing ", &shown, " is outside the writable roots"].concat(),
                 )
             }
         }
@@ -285,7 +290,7 @@ impl PathRules {
     fn soft(
         &self,
         rule: &Rule<PathPattern>,
-        list: &str,
+        list: &'static str,
         kind: ReasonKind,
         reason: String,
         approved: bool,

@@ -170,7 +170,7 @@ fn deny_write_beats_allow_write_and_is_approvable() {
     assert_eq!(v.kind, ReasonKind::DenyWrite);
     let rule = v.rule.unwrap();
     assert_eq!(rule.list, "filesystem.denyWrite");
-    assert_eq!(rule.entry, "src/generated");
+    assert_eq!(&*rule.entry, "src/generated");
     assert_eq!(rule.provenance.layer, Layer::User);
     assert_eq!(w(&p, &fs, ".env").kind, ReasonKind::DenyWrite);
     assert_eq!(w(&p, &fs, ".envrc").kind, ReasonKind::Writable);
@@ -227,7 +227,7 @@ fn reads_are_allowed_except_deny_read() {
     let v = r(&p, &fs, "/home/u/.ssh/id_rsa");
     assert_eq!(v.decision, Decision::RequiresApproval);
     assert_eq!(v.kind, ReasonKind::DenyRead);
-    assert_eq!(v.rule.unwrap().entry, "~/.ssh");
+    assert_eq!(&*v.rule.unwrap().entry, "~/.ssh");
     assert_eq!(r(&p, &fs, "/home/u/.ssh").kind, ReasonKind::DenyRead);
     assert_eq!(r(&p, &fs, "/home/u/.sshx").kind, ReasonKind::ReadAllowed);
 }
