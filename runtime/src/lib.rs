@@ -5,4 +5,6 @@
 //! builds the sandbox → events → sinks. See `docs/architecture.md`.
 
 pub mod cli;
+#[cfg(target_os = "linux")]
+pub mod linux;
 pub mod policy;

@@ -2,7 +2,11 @@
 //! This is the binary's edge: errors become one `warden: error: …` line and exit 125.
 
 mod check;
+#[cfg(target_os = "linux")]
+mod doctor;
 mod explain;
+#[cfg(target_os = "linux")]
+mod run;
 mod settings_cmd;
 
 use crate::policy::decision::{Layer, Provenance};
@@ -39,6 +43,13 @@ enum Command {
     Settings(settings_cmd::SettingsCommand),
     /// Print the JSON Schema of the settings file.
     Schema,
+    /// Probe what this machine supports: namespaces, seccomp, Landlock, cgroups, BPF.
+    /// Exit code: 0 when warden's default mode works here, 1 otherwise.
+    #[cfg(target_os = "linux")]
+    Doctor(doctor::DoctorArgs),
+    /// Run a command in a sandbox: `warden run [OPTIONS] -- CMD ARGS...`.
+    #[cfg(target_os = "linux")]
+    Run(run::RunArgs),
 }
 
 /// Options shared by every command that builds the effective policy.
@@ -117,6 +128,15 @@ impl PolicyArgs {
 
 /// Runs the CLI and returns the process exit code.
 pub fn run() -> i32 {
+    // The sandbox's own entry point, exec'd by the supervisor inside the new namespaces.
+    #[cfg(target_os = "linux")]
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__init") {
+        crate::linux::init::main();
+    }
+    #[cfg(target_os = "linux")]
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__janitor") {
+        crate::linux::spawn::janitor_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -133,6 +153,10 @@ pub fn run() -> i32 {
         Command::Explain(args) => explain::run(&args),
         Command::Settings(cmd) => settings_cmd::run(&cmd),
         Command::Schema => settings_cmd::schema().map(|()| 0),
+        #[cfg(target_os = "linux")]
+        Command::Doctor(args) => doctor::run(&args),
+        #[cfg(target_os = "linux")]
+        Command::Run(args) => run::run(&args),
     };
     match result {
         Ok(code) => code,

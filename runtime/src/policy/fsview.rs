@@ -25,6 +25,8 @@ pub trait FsView: Send + Sync {
     fn read_link(&self, path: &Path) -> Option<PathBuf>;
     /// A small text file's content (used for `.git` files of worktrees).
     fn read_to_string(&self, path: &Path) -> Option<String>;
+    /// The names in a directory (empty if it is not one or cannot be read).
+    fn read_dir(&self, path: &Path) -> Vec<OsString>;
 }
 
 /// The host filesystem.
@@ -59,6 +61,12 @@ impl FsView for RealFs {
             .read_to_string(&mut buf)
             .ok()?;
         Some(buf)
+    }
+
+    fn read_dir(&self, path: &Path) -> Vec<OsString> {
+        std::fs::read_dir(path)
+            .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -139,6 +147,22 @@ impl FsView for MemFs {
             Some(MemEntry::File(c)) => Some(c.clone()),
             _ => None,
         }
+    }
+
+    fn read_dir(&self, path: &Path) -> Vec<OsString> {
+        let mut prefix = key(path);
+        if prefix != b"/" {
+            prefix.push(b'/');
+        }
+        self.entries
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter_map(|(k, _)| {
+                let rest = &k[prefix.len()..];
+                (!rest.is_empty() && !rest.contains(&b'/'))
+                    .then(|| OsString::from_vec(rest.to_vec()))
+            })
+            .collect()
     }
 }
 

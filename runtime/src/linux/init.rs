@@ -1,0 +1,289 @@
+//! `warden __init`: the sandbox side. The supervisor starts it inside fresh user, mount, pid,
+//! ipc, uts, net and cgroup namespaces; it reads the [`Plan`] from a pipe, forks the sandbox's
+//! pid 1, which builds the mount view, brings up `lo`, and forks the command. The command sets
+//! up a new session, rlimits, Landlock, drops every capability, sets no_new_privs, installs
+//! seccomp last and execs.
+//!
+//! Every process here is freshly exec'd and single-threaded, so allocating after fork is safe.
+//! Signals: all three levels block the forwarded signals and SIGCHLD and wait for them with
+//! sigwaitinfo; a forwarded signal goes one level down, SIGCHLD reaps. Exit statuses pass up
+//! unchanged (a signal death as 128+N); warden's own failures exit 125.
+
+use super::plan::Plan;
+use crate::cli::EXIT_WARDEN;
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::FromRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Environment variable naming the fd the plan arrives on.
+pub const PLAN_FD_ENV: &str = "WARDEN_PLAN_FD";
+
+/// Signals passed down to the command.
+pub const FORWARDED: &[Signal] = &[
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGWINCH,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+/// The forwarded signals plus SIGCHLD.
+pub fn signal_set() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in FORWARDED {
+        set.add(*s);
+    }
+    set.add(Signal::SIGCHLD);
+    set
+}
+
+/// Exit code for a wait status: the code itself, or 128+N for a signal.
+pub fn exit_code(status: WaitStatus) -> Option<i32> {
+    match status {
+        WaitStatus::Exited(_, code) => Some(code),
+        WaitStatus::Signaled(_, sig, _) => Some(128 + sig as i32),
+        _ => None,
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("warden: error: {msg}");
+    std::process::exit(EXIT_WARDEN)
+}
+
+/// Entry point of `warden __init`. Never returns.
+pub fn main() -> ! {
+    let plan = match read_plan() {
+        Ok(p) => p,
+        Err(e) => fail(format_args!("sandbox init: {e}")),
+    };
+    let set = signal_set();
+    if let Err(e) = set.thread_block() {
+        fail(format_args!("blocking signals: {e}"));
+    }
+    // SAFETY: this process is single-threaded (freshly exec'd), so fork is safe.
+    match unsafe { fork() } {
+        Err(e) => fail(format_args!("fork: {e}")),
+        Ok(ForkResult::Child) => pid1(&plan),
+        Ok(ForkResult::Parent { child }) => {
+            let code = supervise(child, &set);
+            std::process::exit(code)
+        }
+    }
+}
+
+fn read_plan() -> Result<Plan, String> {
+    let fd: i32 = std::env::var(PLAN_FD_ENV)
+        .map_err(|_| format!("{PLAN_FD_ENV} is not set (warden __init is internal)"))?
+        .parse()
+        .map_err(|_| format!("{PLAN_FD_ENV} is not a number"))?;
+    if fd < 3 {
+        return Err(format!("{PLAN_FD_ENV} names a standard stream"));
+    }
+    // SAFETY: the supervisor passed this fd to us for exactly this purpose; we take sole
+    // ownership and close it after reading.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf)
+        .map_err(|e| format!("reading the plan: {e}"))?;
+    serde_json::from_slice(&buf).map_err(|e| format!("decoding the plan: {e}"))
+}
+
+/// Waits for `child`, forwarding signals to it; returns its exit code.
+pub fn supervise(child: Pid, set: &SigSet) -> i32 {
+    loop {
+        let sig = match set.wait() {
+            Ok(s) => s,
+            Err(_) => continue,
+        };
+        if sig == Signal::SIGCHLD {
+            loop {
+                match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::StillAlive) | Err(_) => break,
+                    Ok(status) => {
+                        if status.pid() == Some(child) {
+                            if let Some(code) = exit_code(status) {
+                                return code;
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            let _ = kill(child, sig);
+        }
+    }
+}
+
+/// The sandbox's pid 1: builds the view, starts the command, reaps, forwards signals.
+fn pid1(plan: &Plan) -> ! {
+    let setup = || -> Result<(), String> {
+        super::harden::parent_death_signal(libc::SIGKILL).map_err(|e| e.to_string())?;
+        super::mount::apply(plan).map_err(|e| e.to_string())?;
+        nix::unistd::sethostname(&plan.hostname).map_err(|e| format!("sethostname: {e}"))?;
+        loopback_up().map_err(|e| format!("bringing up lo: {e}"))?;
+        // Nothing in the sandbox may ptrace pid 1 or read its memory.
+        super::harden::set_dumpable(false).map_err(|e| e.to_string())?;
+        Ok(())
+    };
+    if let Err(e) = setup() {
+        fail(e);
+    }
+    let filter = match super::seccomp::build(&super::seccomp::SeccompOptions {
+        allow_unix_sockets: plan.hardening.allow_unix_sockets,
+        allow_namespaces: plan.hardening.allow_namespaces,
+    }) {
+        Ok(f) => f,
+        Err(e) => fail(format_args!("building the seccomp filter: {e}")),
+    };
+    let set = signal_set();
+    // SAFETY: pid 1 is single-threaded, so fork is safe.
+    match unsafe { fork() } {
+        Err(e) => fail(format_args!("fork: {e}")),
+        Ok(ForkResult::Child) => command(plan, &filter, &set),
+        Ok(ForkResult::Parent { child }) => {
+            let code = supervise(child, &set);
+            std::process::exit(code)
+        }
+    }
+}
+
+/// The command's process: restrict, then exec. Never returns.
+fn command(plan: &Plan, filter: &seccompiler::BpfProgram, set: &SigSet) -> ! {
+    let result = (|| -> Result<std::convert::Infallible, String> {
+        set.thread_unblock()
+            .map_err(|e| format!("unblocking signals: {e}"))?;
+        // A new session: no controlling terminal, so TIOCSTI cannot reach the caller's.
+        nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+        for (name, value) in &plan.rlimits {
+            set_rlimit(name, *value)?;
+        }
+        super::landlock::apply(&super::landlock::LandlockPlan {
+            writable: plan.hardening.landlock_writable.clone(),
+            devices: super::landlock::LandlockPlan::default_devices(),
+            scope_abstract_unix: !plan.hardening.allow_unix_sockets,
+            scope_signals: true,
+        })
+        .map_err(|e| format!("Landlock: {e}"))?;
+        super::harden::drop_capabilities().map_err(|e| e.to_string())?;
+        super::harden::no_new_privs().map_err(|e| e.to_string())?;
+        let program = resolve_program(plan)?;
+        let argv: Vec<CString> = plan
+            .argv
+            .iter()
+            .map(|a| {
+                CString::new(a.clone()).map_err(|_| "argument contains a NUL byte".to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        let env: Vec<CString> = plan
+            .env
+            .iter()
+            .filter_map(|e| CString::new(e.clone()).ok())
+            .collect();
+        // Installed last: from here on only execve is left.
+        super::seccomp::install(filter).map_err(|e| format!("seccomp: {e}"))?;
+        nix::unistd::execve(&program, &argv, &env).map_err(|e| {
+            let shown = String::from_utf8_lossy(program.as_bytes());
+            format!("cannot execute {shown}: {e}")
+        })
+    })();
+    match result {
+        Ok(never) => match never {},
+        Err(e) => {
+            eprintln!("warden: error: {e}");
+            // 127/126 as a shell would say, for a missing or non-executable program.
+            let code = if e.contains("ENOENT") || e.contains("not found") {
+                127
+            } else if e.contains("EACCES") {
+                126
+            } else {
+                EXIT_WARDEN
+            };
+            std::process::exit(code)
+        }
+    }
+}
+
+/// argv[0] as a path: used as-is when it has a slash, else searched in the command's PATH.
+fn resolve_program(plan: &Plan) -> Result<CString, String> {
+    let Some(arg0) = plan.argv.first() else {
+        return Err("no command given".to_string());
+    };
+    let to_c = |b: &[u8]| CString::new(b.to_vec()).map_err(|_| "NUL in program name".to_string());
+    if arg0.contains(&b'/') {
+        return to_c(arg0);
+    }
+    let path_var = plan
+        .env
+        .iter()
+        .find_map(|e| e.strip_prefix(b"PATH="))
+        .unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
+    for dir in path_var.split(|b| *b == b':') {
+        let dir = if dir.is_empty() { &b"."[..] } else { dir };
+        let candidate =
+            Path::new(std::ffi::OsStr::from_bytes(dir)).join(std::ffi::OsStr::from_bytes(arg0));
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            use std::os::unix::fs::PermissionsExt;
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return to_c(candidate.as_os_str().as_bytes());
+            }
+        }
+    }
+    Err(format!(
+        "{}: command not found",
+        String::from_utf8_lossy(arg0)
+    ))
+}
+
+fn set_rlimit(name: &str, value: u64) -> Result<(), String> {
+    use nix::sys::resource::{setrlimit, Resource};
+    let res = match name {
+        "nofile" => Resource::RLIMIT_NOFILE,
+        "nproc" => Resource::RLIMIT_NPROC,
+        "core" => Resource::RLIMIT_CORE,
+        "fsize" => Resource::RLIMIT_FSIZE,
+        "as" => Resource::RLIMIT_AS,
+        "cpu" => Resource::RLIMIT_CPU,
+        "stack" => Resource::RLIMIT_STACK,
+        other => return Err(format!("unknown rlimit `{other}` in warden.limits.rlimits")),
+    };
+    setrlimit(res, value, value).map_err(|e| format!("setrlimit {name}: {e}"))
+}
+
+/// `ip link set lo up` with two ioctls.
+fn loopback_up() -> Result<(), nix::Error> {
+    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+    use std::os::fd::AsRawFd;
+    let sock = socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the flags of the interface named in `req` into `req`, which
+    // is a valid, properly sized ifreq that outlives the call.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(nix::Error::last());
+    }
+    // SAFETY: the union field ifru_flags is the one SIOCGIFFLAGS just filled in.
+    unsafe {
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    // SAFETY: as above, with the flags to set.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(nix::Error::last());
+    }
+    Ok(())
+}

@@ -1,0 +1,319 @@
+//! The mount operations of a [`Plan`], applied inside the sandbox's user and mount
+//! namespaces. This is the one module that calls mount syscalls.
+//!
+//! The view is assembled under `plan.root` and then made the root with pivot_root:
+//! 1. the host root, bound recursively and made read-only, nosuid and nodev with
+//!    `mount_setattr(AT_RECURSIVE)` — every submount included, in one call;
+//! 2. a fresh /proc (before the old root is detached: the kernel refuses it afterwards) with
+//!    /proc/sys and friends read-only or masked, and a minimal /dev;
+//! 3. writable roots bound read-write; denyWrite and protected paths bound read-only on top;
+//!    denyRead directories behind empty read-only tmpfs and files behind /dev/null;
+//!    allowRead re-exposed inside them.
+
+use super::plan::{MountOp, Plan};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("{what} {path}: {source}")]
+    Op {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn op<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(nix::Error) -> MountError + 'a {
+    move |source| MountError::Op {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> MountError + 'a {
+    move |source| MountError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `mount_setattr(2)` on `path` and every mount below it.
+fn setattr_recursive(path: &Path, set: u64, clear: u64) -> Result<(), MountError> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| MountError::Op {
+        what: "mount_setattr",
+        path: path.to_path_buf(),
+        source: nix::Error::EINVAL,
+    })?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `c` is a valid NUL-terminated path, `attr` a properly laid out `struct
+    // mount_attr` that lives across the call, and its size is passed alongside.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            (libc::AT_RECURSIVE | libc::AT_NO_AUTOMOUNT) as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(MountError::Op {
+            what: "mount_setattr",
+            path: path.to_path_buf(),
+            source: nix::Error::last(),
+        });
+    }
+    Ok(())
+}
+
+/// `path` (absolute, host view) under the new root.
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn bind(src: &Path, dst: &Path) -> Result<(), MountError> {
+    mount(
+        Some(src),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(op("bind", dst))
+}
+
+fn bind_ro(src: &Path, dst: &Path) -> Result<(), MountError> {
+    bind(src, dst)?;
+    setattr_recursive(
+        dst,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        0,
+    )
+}
+
+fn tmpfs(dst: &Path, options: &str) -> Result<(), MountError> {
+    mount(
+        Some("tmpfs"),
+        dst,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options),
+    )
+    .map_err(op("tmpfs", dst))
+}
+
+/// Creates `path` (inside a tmpfs we own) as an empty directory or file to mount on.
+fn mountpoint(path: &Path, dir: bool) -> Result<(), MountError> {
+    if dir {
+        std::fs::create_dir_all(path).map_err(io("mkdir", path))
+    } else {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io("mkdir", parent))?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map(|_| ())
+            .map_err(io("create", path))
+    }
+}
+
+/// Builds the view and pivots into it. Runs in the sandbox's pid 1, inside its own user and
+/// mount namespaces, before anything of the command exists.
+pub fn apply(plan: &Plan) -> Result<(), MountError> {
+    // Nothing we mount may propagate back to the host.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(op("make-rprivate", Path::new("/")))?;
+    let root = &plan.root;
+    let mut masks: Vec<PathBuf> = Vec::new();
+    for step in &plan.mounts {
+        match step {
+            MountOp::RootReadOnly => {
+                bind(Path::new("/"), root)?;
+                setattr_recursive(
+                    root,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    0,
+                )?;
+            }
+            MountOp::Proc => proc(root)?,
+            MountOp::Dev => dev(root)?,
+            MountOp::Writable { path } => {
+                let dst = under(root, path);
+                bind(path, &dst)?;
+                setattr_recursive(
+                    &dst,
+                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    MOUNT_ATTR_RDONLY,
+                )?;
+            }
+            MountOp::WritableAt { src, dst } => {
+                let dst = under(root, dst);
+                bind(src, &dst)?;
+                setattr_recursive(
+                    &dst,
+                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    MOUNT_ATTR_RDONLY,
+                )?;
+            }
+            MountOp::ReadOnly { path } => {
+                let dst = under(root, path);
+                bind_ro(&dst, &dst)?;
+            }
+            MountOp::MaskDir { path } => {
+                let dst = under(root, path);
+                tmpfs(&dst, "mode=0755,size=16k")?;
+                masks.push(dst);
+            }
+            MountOp::MaskFile { path } => {
+                bind_ro(Path::new("/dev/null"), &under(root, path))?;
+            }
+            MountOp::Expose { path, dir } => {
+                let dst = under(root, path);
+                mountpoint(&dst, *dir)?;
+                bind_ro(path, &dst)?;
+            }
+        }
+    }
+    // Masks become read-only once their allowRead mount points exist.
+    for m in masks {
+        mount(
+            None::<&str>,
+            &m,
+            None::<&str>,
+            MsFlags::MS_REMOUNT
+                | MsFlags::MS_BIND
+                | MsFlags::MS_RDONLY
+                | MsFlags::MS_NOSUID
+                | MsFlags::MS_NODEV,
+            None::<&str>,
+        )
+        .map_err(op("remount-ro", &m))?;
+    }
+    pivot(root)?;
+    std::env::set_current_dir(&plan.cwd).map_err(io("chdir", &plan.cwd))
+}
+
+/// Fresh /proc for the new pid namespace; kernel knobs read-only, leaks masked.
+fn proc(root: &Path) -> Result<(), MountError> {
+    let dst = root.join("proc");
+    mount(
+        Some("proc"),
+        &dst,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(op("proc", &dst))?;
+    for sub in ["sys", "sysrq-trigger", "irq", "bus", "fs"] {
+        let p = dst.join(sub);
+        if p.exists() {
+            bind_ro(&p, &p)?;
+        }
+    }
+    for sub in [
+        "kcore",
+        "keys",
+        "key-users",
+        "timer_list",
+        "sched_debug",
+        "kallsyms",
+        "kmsg",
+    ] {
+        let p = dst.join(sub);
+        if p.exists() {
+            bind_ro(Path::new("/dev/null"), &p)?;
+        }
+    }
+    Ok(())
+}
+
+/// A minimal /dev on a tmpfs: host device nodes bound in, a private devpts, a shm tmpfs.
+fn dev(root: &Path) -> Result<(), MountError> {
+    let dst = root.join("dev");
+    tmpfs(&dst, "mode=0755,size=64k")?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let target = dst.join(node);
+        mountpoint(&target, false)?;
+        bind(&Path::new("/dev").join(node), &target)?;
+        setattr_recursive(&target, MOUNT_ATTR_NOSUID, 0)?;
+    }
+    let pts = dst.join("pts");
+    mountpoint(&pts, true)?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(op("devpts", &pts))?;
+    let shm = dst.join("shm");
+    mountpoint(&shm, true)?;
+    tmpfs(&shm, "mode=1777,size=64m")?;
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let l = dst.join(link);
+        std::os::unix::fs::symlink(target, &l).map_err(io("symlink", &l))?;
+    }
+    mount(
+        None::<&str>,
+        &dst,
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID,
+        None::<&str>,
+    )
+    .map_err(op("remount-ro", &dst))
+}
+
+/// pivot_root into `root` and detach the old root (the `pivot_root(".", ".")` idiom).
+fn pivot(root: &Path) -> Result<(), MountError> {
+    std::env::set_current_dir(root).map_err(io("chdir", root))?;
+    nix::unistd::pivot_root(".", ".").map_err(op("pivot_root", root))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(op("detach old root", root))?;
+    std::env::set_current_dir("/").map_err(io("chdir", Path::new("/")))
+}

@@ -1,0 +1,306 @@
+//! Policy → [`Plan`]: everything the sandbox needs, as plain data. Pure apart from a bounded
+//! walk of the writable roots through [`FsView`] to find protected files that already exist;
+//! unit-tested without root. The plan crosses into the sandbox's init as JSON over a pipe.
+
+use crate::policy::fsview::FsView;
+use crate::policy::mandatory::{PROTECTED_DIRS, PROTECTED_FILES};
+use crate::policy::merge::Policy;
+use crate::policy::path::PathPattern;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// One step of building the sandbox's filesystem view, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum MountOp {
+    /// The host's root, recursively, read-only.
+    RootReadOnly,
+    /// A host path at the same place, read-write.
+    Writable { path: PathBuf },
+    /// A host directory `src` shown at `dst`, read-write (the private TMPDIR).
+    WritableAt { src: PathBuf, dst: PathBuf },
+    /// A path made read-only again (denyWrite, mandatory protections).
+    ReadOnly { path: PathBuf },
+    /// A directory hidden behind an empty read-only tmpfs (denyRead).
+    MaskDir { path: PathBuf },
+    /// A file hidden behind /dev/null (denyRead).
+    MaskFile { path: PathBuf },
+    /// A host path re-exposed read-only inside a masked directory (allowRead).
+    Expose { path: PathBuf, dir: bool },
+    /// A fresh /proc for the new pid namespace, with the dangerous parts read-only or masked.
+    Proc,
+    /// A minimal /dev: null, zero, full, random, urandom, tty, pts, ptmx, shm, fd links.
+    Dev,
+}
+
+/// What the command's own process applies before exec.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hardening {
+    /// Landlock write access beneath these paths only.
+    pub landlock_writable: Vec<PathBuf>,
+    pub allow_unix_sockets: bool,
+    pub allow_namespaces: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The command and its arguments (bytes: arguments need not be UTF-8).
+    pub argv: Vec<Vec<u8>>,
+    /// Environment of the command, `NAME=VALUE` bytes.
+    pub env: Vec<Vec<u8>>,
+    pub cwd: PathBuf,
+    pub hostname: String,
+    /// Host directory the new root is assembled in.
+    pub root: PathBuf,
+    pub mounts: Vec<MountOp>,
+    pub hardening: Hardening,
+    /// rlimits by name (`nofile`, …) applied to the command.
+    pub rlimits: Vec<(String, u64)>,
+}
+
+/// Where the sandbox's private run directory is (created by the supervisor).
+#[derive(Clone, Debug)]
+pub struct RunDirs {
+    /// Staging directory for the new root.
+    pub root: PathBuf,
+    /// The sandbox's private TMPDIR (host side, shown at the same path inside).
+    pub tmpdir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("allowWrite entry {entry:?} resolves to {real}, outside of what it names; refusing to make it writable")]
+    WritableEscapes { entry: String, real: PathBuf },
+    #[error("globs are not supported in `{list}` for `warden run` yet: {entry:?}")]
+    Glob { list: &'static str, entry: String },
+    #[error("the working directory {0} does not exist")]
+    NoCwd(PathBuf),
+}
+
+/// Directories skipped by the protected-file search (large and never holding agent config).
+const SEARCH_SKIP: &[&str] = &["node_modules", "target", ".cache", "vendor"];
+
+pub struct PlanInput<'a> {
+    pub policy: &'a Policy,
+    pub argv: Vec<Vec<u8>>,
+    pub env: Vec<Vec<u8>>,
+    pub dirs: RunDirs,
+}
+
+pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
+    let p = input.policy;
+    let paths = &p.paths;
+    let cwd = crate::policy::fsview::resolve(fs, Path::new("/"), &p.context.cwd)
+        .unwrap_or_else(|_| p.context.cwd.clone());
+    if fs.kind(&cwd).is_none() {
+        return Err(PlanError::NoCwd(cwd));
+    }
+    let mut mounts = vec![MountOp::RootReadOnly, MountOp::Proc, MountOp::Dev];
+    let mut writable: Vec<PathBuf> = Vec::new();
+    if paths.read_only.is_none() && !paths.disabled {
+        for root in &paths.writable {
+            match (&root.rule.pattern, root.list) {
+                (_, "TMPDIR") => {}
+                (PathPattern::Literal { lexical, resolved }, _) => {
+                    let real = resolved.clone().unwrap_or_else(|| lexical.clone());
+                    // An allowWrite symlink must not widen the writable set beyond what the
+                    // entry names: its real target must lie below the entry as written.
+                    if root.list == "filesystem.allowWrite"
+                        && resolved.is_some()
+                        && !real.starts_with(lexical)
+                        && fs.kind(lexical).is_some()
+                    {
+                        return Err(PlanError::WritableEscapes {
+                            entry: root.rule.text.to_string(),
+                            real,
+                        });
+                    }
+                    if fs.kind(&real).is_some() {
+                        writable.push(real);
+                    }
+                }
+                (PathPattern::Glob(_), _) => {
+                    return Err(PlanError::Glob {
+                        list: "filesystem.allowWrite",
+                        entry: root.rule.text.to_string(),
+                    })
+                }
+            }
+        }
+    }
+    writable.sort();
+    writable.dedup();
+    for w in &writable {
+        mounts.push(MountOp::Writable { path: w.clone() });
+    }
+    let tmp_enabled = paths.read_only.is_none()
+        && !paths.disabled
+        && paths.writable.iter().any(|w| w.list == "TMPDIR");
+    if tmp_enabled {
+        mounts.push(MountOp::WritableAt {
+            src: input.dirs.tmpdir.clone(),
+            dst: input.dirs.tmpdir.clone(),
+        });
+    }
+
+    // Read-only again inside the writable roots: denyWrite and existing protected paths.
+    let mut read_only: BTreeSet<PathBuf> = BTreeSet::new();
+    for rule in &paths.deny_write {
+        match &rule.pattern {
+            PathPattern::Literal { lexical, resolved } => {
+                for p in [Some(lexical), resolved.as_ref()].into_iter().flatten() {
+                    if fs.kind(p).is_some() && writable.iter().any(|w| p.starts_with(w)) {
+                        read_only.insert(p.clone());
+                    }
+                }
+            }
+            PathPattern::Glob(_) => {
+                return Err(PlanError::Glob {
+                    list: "filesystem.denyWrite",
+                    entry: rule.text.to_string(),
+                })
+            }
+        }
+    }
+    let depth = p
+        .effective
+        .u64("mandatoryDenySearchDepth")
+        .map_or(3, |d| d.min(16) as usize);
+    let mut search_roots = writable.clone();
+    if tmp_enabled {
+        search_roots.push(input.dirs.tmpdir.clone());
+    }
+    for root in &search_roots {
+        find_protected(
+            fs,
+            root,
+            depth,
+            paths.mandatory.allow_git_config,
+            &mut read_only,
+        );
+    }
+    for gitdir in &paths.mandatory.extra_git_dirs {
+        for name in ["hooks", "config", "config.worktree"] {
+            let p = gitdir.join(name);
+            if (name == "hooks" || !paths.mandatory.allow_git_config)
+                && fs.kind(&p).is_some()
+                && writable.iter().any(|w| p.starts_with(w))
+            {
+                read_only.insert(p);
+            }
+        }
+    }
+    mounts.extend(read_only.into_iter().map(|path| MountOp::ReadOnly { path }));
+
+    // denyRead: directories behind empty tmpfs, files behind /dev/null; then allowRead.
+    for rule in &paths.deny_read {
+        match &rule.pattern {
+            PathPattern::Literal { lexical, resolved } => {
+                let real = resolved.as_ref().unwrap_or(lexical);
+                match fs.kind(real) {
+                    Some(crate::policy::fsview::FileKind::Dir) => {
+                        mounts.push(MountOp::MaskDir { path: real.clone() })
+                    }
+                    Some(_) => mounts.push(MountOp::MaskFile { path: real.clone() }),
+                    None => {}
+                }
+            }
+            PathPattern::Glob(_) => {
+                return Err(PlanError::Glob {
+                    list: "filesystem.denyRead",
+                    entry: rule.text.to_string(),
+                })
+            }
+        }
+    }
+    for rule in &paths.allow_read {
+        if let PathPattern::Literal { lexical, resolved } = &rule.pattern {
+            let real = resolved.as_ref().unwrap_or(lexical);
+            let masked = mounts.iter().any(|m| matches!(m, MountOp::MaskDir { path } if real.starts_with(path) && real != path));
+            if masked {
+                if let Some(kind) = fs.kind(real) {
+                    mounts.push(MountOp::Expose {
+                        path: real.clone(),
+                        dir: kind == crate::policy::fsview::FileKind::Dir,
+                    });
+                }
+            }
+        }
+    }
+
+    let mut landlock_writable = writable.clone();
+    if tmp_enabled {
+        landlock_writable.push(input.dirs.tmpdir.clone());
+    }
+    let rlimits = p
+        .effective
+        .maps
+        .get("warden.limits.rlimits")
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.value.as_u64().map(|n| (k.clone(), n)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Plan {
+        argv: input.argv,
+        env: input.env,
+        cwd,
+        hostname: "warden".to_string(),
+        root: input.dirs.root,
+        mounts,
+        hardening: Hardening {
+            landlock_writable,
+            allow_unix_sockets: p
+                .effective
+                .bool("network.allowAllUnixSockets")
+                .unwrap_or(false)
+                || !p.unix_sockets.is_empty(),
+            allow_namespaces: p
+                .effective
+                .bool("enableWeakerNestedSandbox")
+                .unwrap_or(false),
+        },
+        rlimits,
+    })
+}
+
+/// Existing protected files and directories below `root`, at most `depth` levels down.
+fn find_protected(
+    fs: &dyn FsView,
+    root: &Path,
+    depth: usize,
+    allow_git_config: bool,
+    out: &mut BTreeSet<PathBuf>,
+) {
+    // The view says what each entry is (lstat), so symlinks are never followed out of the root.
+    for name in fs.read_dir(root) {
+        let Some(name) = name.to_str() else { continue };
+        let path = root.join(name);
+        let kind = fs.kind(&path);
+        if PROTECTED_FILES.contains(&name) || PROTECTED_DIRS.contains(&name) {
+            out.insert(path);
+            continue;
+        }
+        if name == ".git" && kind == Some(crate::policy::fsview::FileKind::Dir) {
+            for sub in ["hooks", "config", "config.worktree"] {
+                let p = path.join(sub);
+                if (sub == "hooks" || !allow_git_config) && fs.kind(&p).is_some() {
+                    out.insert(p);
+                }
+            }
+            continue;
+        }
+        if depth > 1
+            && kind == Some(crate::policy::fsview::FileKind::Dir)
+            && !SEARCH_SKIP.contains(&name)
+        {
+            find_protected(fs, &path, depth - 1, allow_git_config, out);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

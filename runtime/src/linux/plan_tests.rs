@@ -1,0 +1,228 @@
+use super::*;
+use crate::policy::decision::Layer;
+use crate::policy::fsview::MemFs;
+use crate::policy::merge::{layer, Context};
+use crate::policy::settings::{FilesystemSettings, SandboxSettings, WardenSettings};
+
+fn fs() -> MemFs {
+    let mut fs = MemFs::new();
+    fs.dir("/w/src")
+        .file("/w/.bashrc", "")
+        .dir("/w/.git/hooks")
+        .file("/w/.git/config", "")
+        .dir("/w/.git/objects")
+        .file("/w/sub/deeper/.mcp.json", "")
+        .file("/w/a/b/c/d/.zshrc", "")
+        .dir("/w/node_modules/x/.claude")
+        .dir("/w/secrets")
+        .file("/w/.env", "")
+        .dir("/home/u/.ssh")
+        .file("/home/u/.ssh/known_hosts", "")
+        .file("/home/u/.netrc", "")
+        .dir("/data")
+        .symlink("/w/datalink", "/data")
+        .dir("/run/warden-1/root")
+        .dir("/run/warden-1/tmp");
+    fs
+}
+
+fn plan_for(settings: SandboxSettings, fs: &MemFs) -> Result<Plan, PlanError> {
+    let ctx = Context {
+        cwd: "/w".into(),
+        home: "/home/u".into(),
+        tmpdir: Some("/run/warden-1/tmp".into()),
+        approver_attached: false,
+    };
+    let policy = Policy::build(&[layer(Layer::User, 0, "u.json", settings)], ctx, fs).unwrap();
+    build(
+        PlanInput {
+            policy: &policy,
+            argv: vec![b"true".to_vec()],
+            env: vec![],
+            dirs: RunDirs {
+                root: "/run/warden-1/root".into(),
+                tmpdir: "/run/warden-1/tmp".into(),
+            },
+        },
+        fs,
+    )
+}
+
+fn p(s: &str) -> PathBuf {
+    PathBuf::from(s)
+}
+
+#[test]
+fn root_proc_dev_come_first_then_writable_roots() {
+    let fs = fs();
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    assert_eq!(
+        &plan.mounts[..5],
+        &[
+            MountOp::RootReadOnly,
+            MountOp::Proc,
+            MountOp::Dev,
+            MountOp::Writable { path: p("/w") },
+            MountOp::WritableAt {
+                src: p("/run/warden-1/tmp"),
+                dst: p("/run/warden-1/tmp")
+            },
+        ]
+    );
+    assert_eq!(plan.cwd, p("/w"));
+    assert_eq!(
+        plan.hardening.landlock_writable,
+        vec![p("/w"), p("/run/warden-1/tmp")]
+    );
+}
+
+#[test]
+fn existing_protected_paths_become_read_only_within_the_search_depth() {
+    let fs = fs();
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    let ro: Vec<&Path> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountOp::ReadOnly { path } => Some(path.as_path()),
+            _ => None,
+        })
+        .collect();
+    assert!(ro.contains(&Path::new("/w/.bashrc")), "{ro:?}");
+    assert!(ro.contains(&Path::new("/w/.git/hooks")), "{ro:?}");
+    assert!(ro.contains(&Path::new("/w/.git/config")), "{ro:?}");
+    assert!(ro.contains(&Path::new("/w/sub/deeper/.mcp.json")), "{ro:?}");
+    // Beyond the default depth of 3, and inside node_modules: not searched.
+    assert!(!ro.contains(&Path::new("/w/a/b/c/d/.zshrc")), "{ro:?}");
+    assert!(
+        !ro.iter().any(|p| p.starts_with("/w/node_modules")),
+        "{ro:?}"
+    );
+    assert!(!ro.contains(&Path::new("/w/.git/objects")));
+}
+
+#[test]
+fn deny_write_and_deny_read_and_allow_read() {
+    let fs = fs();
+    let plan = plan_for(
+        SandboxSettings {
+            filesystem: Some(FilesystemSettings {
+                deny_write: Some(vec!["secrets".into(), ".env".into(), "/etc".into()]),
+                deny_read: Some(vec![
+                    "~/.ssh".into(),
+                    "~/.netrc".into(),
+                    "/nonexistent".into(),
+                ]),
+                allow_read: Some(vec!["~/.ssh/known_hosts".into()]),
+                allow_git_config: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        &fs,
+    )
+    .unwrap();
+    let m = &plan.mounts;
+    assert!(m.contains(&MountOp::ReadOnly {
+        path: p("/w/secrets")
+    }));
+    assert!(m.contains(&MountOp::ReadOnly { path: p("/w/.env") }));
+    // Outside every writable root a denyWrite needs no mount (the root is read-only).
+    assert!(!m.contains(&MountOp::ReadOnly { path: p("/etc") }));
+    assert!(
+        !m.contains(&MountOp::ReadOnly {
+            path: p("/w/.git/config")
+        }),
+        "allowGitConfig"
+    );
+    assert!(m.contains(&MountOp::MaskDir {
+        path: p("/home/u/.ssh")
+    }));
+    assert!(m.contains(&MountOp::MaskFile {
+        path: p("/home/u/.netrc")
+    }));
+    assert!(m.contains(&MountOp::Expose {
+        path: p("/home/u/.ssh/known_hosts"),
+        dir: false
+    }));
+    let mask = m
+        .iter()
+        .position(|x| matches!(x, MountOp::MaskDir { .. }))
+        .unwrap();
+    let expose = m
+        .iter()
+        .position(|x| matches!(x, MountOp::Expose { .. }))
+        .unwrap();
+    assert!(mask < expose);
+}
+
+#[test]
+fn read_only_mode_has_no_writable_mounts() {
+    let fs = fs();
+    let plan = plan_for(
+        SandboxSettings {
+            warden: Some(WardenSettings {
+                read_only: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        &fs,
+    )
+    .unwrap();
+    assert!(!plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, MountOp::Writable { .. } | MountOp::WritableAt { .. })));
+    assert!(plan.hardening.landlock_writable.is_empty());
+}
+
+#[test]
+fn allow_write_symlink_that_escapes_is_refused() {
+    let fs = fs();
+    let e = plan_for(
+        SandboxSettings {
+            filesystem: Some(FilesystemSettings {
+                allow_write: Some(vec!["/w/datalink".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        &fs,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "allowWrite entry \"/w/datalink\" resolves to /data, outside of what it names; refusing to make it writable"
+    );
+}
+
+#[test]
+fn globs_are_refused_with_a_clear_error_for_now() {
+    let fs = fs();
+    let e = plan_for(
+        SandboxSettings {
+            filesystem: Some(FilesystemSettings {
+                deny_read: Some(vec!["/**/*.pem".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        &fs,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("globs are not supported in `filesystem.denyRead`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn plan_round_trips_through_json() {
+    let fs = fs();
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    let json = serde_json::to_vec(&plan).unwrap();
+    let back: Plan = serde_json::from_slice(&json).unwrap();
+    assert_eq!(plan, back);
+}

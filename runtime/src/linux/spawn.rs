@@ -1,0 +1,245 @@
+//! The supervisor side of `warden run`: a private run directory, the sandbox's cgroup, the
+//! namespaces and uid/gid maps, the plan hand-over, signal forwarding, the exit status and
+//! the teardown.
+//!
+//! The sandbox starts as `/proc/self/exe __init` (a fresh exec, never a forked copy of this
+//! process). Between fork and exec it unshares the user namespace and writes its own uid/gid
+//! map — one line mapping the caller's ids to themselves, which the kernel allows a process
+//! for itself, so the same path works for root and unprivileged callers and the sandbox never
+//! holds capabilities in the host's user namespace — then unshares mount, pid, ipc, uts, net
+//! and cgroup. The plan arrives on a pipe only after the process sits in the sandbox's cgroup,
+//! so the first syscall of the command is already covered by anything keyed on the cgroup.
+
+use super::cgroup::Cgroup;
+use super::init::{signal_set, PLAN_FD_ENV};
+use super::plan::Plan;
+use nix::sched::CloneFlags;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("creating the run directory: {0}")]
+    RunDir(#[source] std::io::Error),
+    #[error("cgroup v2 is required for the sandbox (set `failIfUnavailable: false` to run without it): {0}")]
+    Cgroup(#[source] super::cgroup::CgroupError),
+    #[error("starting the sandbox: {0}")]
+    Start(#[source] std::io::Error),
+    #[error("handing the plan to the sandbox: {0}")]
+    Handover(String),
+}
+
+/// A private 0700 directory for one sandbox: the new root is assembled in `root/`, `tmp/` is
+/// the sandbox's TMPDIR. Removed on drop.
+pub struct RunDir {
+    dir: Option<tempfile::TempDir>,
+}
+
+impl RunDir {
+    pub fn create() -> Result<RunDir, SpawnError> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("warden-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(SpawnError::RunDir)?;
+        for sub in ["root", "tmp"] {
+            std::fs::create_dir(dir.path().join(sub)).map_err(SpawnError::RunDir)?;
+        }
+        Ok(RunDir { dir: Some(dir) })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir
+            .as_ref()
+            .map_or(Path::new("/nonexistent"), |d| d.path())
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.path().join("root")
+    }
+
+    pub fn tmpdir(&self) -> PathBuf {
+        self.path().join("tmp")
+    }
+
+    /// Removes the directory now, reporting failures.
+    pub fn remove(mut self) -> std::io::Result<()> {
+        match self.dir.take() {
+            Some(d) => d.close(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A running sandbox.
+pub struct Sandbox {
+    child: std::process::Child,
+    cgroup: Option<Cgroup>,
+}
+
+/// Starts the sandbox for `plan`. The forwarded signals must already be blocked in the
+/// calling thread (see [`run`]), so none is lost between spawn and wait.
+pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SpawnError::Start(e.into()))?;
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    // Prepared before fork: pre_exec may only make async-signal-safe calls.
+    let uid_map = format!("{uid} {uid} 1\n");
+    let gid_map = format!("{gid} {gid} 1\n");
+    let paths = [
+        c"/proc/self/setgroups",
+        c"/proc/self/uid_map",
+        c"/proc/self/gid_map",
+    ];
+    let read_fd = read.as_raw_fd();
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg("__init")
+        .env_clear()
+        .env(PLAN_FD_ENV, read_fd.to_string());
+    // SAFETY: the closure runs between fork and exec in the child and only makes raw,
+    // async-signal-safe syscalls on data prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Keep the plan pipe open across exec.
+            if libc::fcntl(read_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for (path, content) in
+                paths
+                    .iter()
+                    .zip([&b"deny"[..], uid_map.as_bytes(), gid_map.as_bytes()])
+            {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let n = libc::write(fd, content.as_ptr().cast(), content.len());
+                libc::close(fd);
+                if n < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let flags = CloneFlags::CLONE_NEWNS
+                | CloneFlags::CLONE_NEWPID
+                | CloneFlags::CLONE_NEWIPC
+                | CloneFlags::CLONE_NEWUTS
+                | CloneFlags::CLONE_NEWNET
+                | CloneFlags::CLONE_NEWCGROUP;
+            if libc::unshare(flags.bits()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(SpawnError::Start)?;
+    drop(read);
+    let sandbox = Sandbox { child, cgroup };
+    if let Some(cg) = &sandbox.cgroup {
+        let pid = i32::try_from(sandbox.child.id()).unwrap_or(i32::MAX);
+        if let Err(e) = cg.add_pid(pid) {
+            return Err(SpawnError::Cgroup(e));
+        }
+    }
+    hand_over(write, plan)?;
+    Ok(sandbox)
+}
+
+fn hand_over(write: OwnedFd, plan: &Plan) -> Result<(), SpawnError> {
+    let json = serde_json::to_vec(plan).map_err(|e| SpawnError::Handover(e.to_string()))?;
+    let mut f = std::fs::File::from(write);
+    f.write_all(&json)
+        .map_err(|e| SpawnError::Handover(e.to_string()))
+}
+
+impl Sandbox {
+    /// Forwards signals and waits; returns the command's exit code.
+    pub fn wait(mut self) -> i32 {
+        let set = signal_set();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(i32::MAX));
+        let code = super::init::supervise(pid, &set);
+        // The child was reaped by supervise(); don't let Child try again.
+        let _ = self.child.try_wait();
+        if let Some(cg) = self.cgroup.take() {
+            let _ = cg.remove();
+        }
+        code
+    }
+}
+
+/// Cleans up after the supervisor however it ends, SIGKILL included: `warden __janitor`, a
+/// separate process in its own process group (terminal signals do not reach it), whose stdin
+/// is a pipe only the supervisor can write to. On EOF — the supervisor is gone — it kills what
+/// is left in the sandbox's cgroup and removes the cgroup and the run directory. After a
+/// normal exit the supervisor has removed both already and the janitor finds nothing to do.
+pub struct Janitor {
+    _write: OwnedFd,
+}
+
+impl Janitor {
+    pub fn start(run_dir: &Path, cgroup: Option<&Path>) -> Result<Janitor, SpawnError> {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| SpawnError::Start(e.into()))?;
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg("__janitor").arg(run_dir);
+        if let Some(cg) = cgroup {
+            cmd.arg(cg);
+        }
+        cmd.env_clear()
+            .stdin(std::process::Stdio::from(read))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0);
+        cmd.spawn().map_err(SpawnError::Start)?;
+        Ok(Janitor { _write: write })
+    }
+}
+
+/// Entry point of `warden __janitor RUNDIR [CGROUP]`. Never returns.
+pub fn janitor_main() -> ! {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    for sig in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        // SAFETY: setting a signal to SIG_IGN installs no handler code.
+        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+    }
+    let args: Vec<PathBuf> = std::env::args_os().skip(2).map(PathBuf::from).collect();
+    let mut buf = [0u8; 64];
+    // Returns on EOF: the supervisor is gone.
+    while matches!(std::io::Read::read(&mut std::io::stdin(), &mut buf), Ok(n) if n > 0) {}
+    // Only directories warden creates, never anything a caller could point us at.
+    let is_ours = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("warden-"))
+    };
+    if let Some(cg) = args.get(1).filter(|p| is_ours(p)) {
+        if cg.exists() {
+            let _ = std::fs::write(cg.join("cgroup.kill"), "1");
+            for _ in 0..200 {
+                if std::fs::remove_dir(cg).is_ok() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+    if let Some(dir) = args.first().filter(|p| is_ours(p)) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    std::process::exit(0)
+}
