@@ -1,0 +1,248 @@
+//! Landlock for the command: write-type access only beneath the writable paths.
+//!
+//! Reading and executing stay allowed everywhere (the mount view already decides what exists and
+//! what is read-only); Landlock adds a second, mount-independent layer so that the command
+//! cannot write outside its writable roots even through a mount it should not have, and can
+//! optionally be kept from signalling or reaching abstract UNIX sockets outside its domain.
+//!
+//! # Access rights
+//!
+//! The ruleset *handles* only write-type rights: `WriteFile`, `RemoveDir`, `RemoveFile`,
+//! `MakeChar`, `MakeDir`, `MakeReg`, `MakeSock`, `MakeFifo`, `MakeBlock`, `MakeSym`, `Refer`
+//! (ABI 2), `Truncate` (ABI 3) and `IoctlDev` (ABI 5) — exactly `AccessFs::from_write(ABI::V5)`.
+//! Everything not handled (read, read-dir, execute, and rights of later ABIs such as
+//! `ResolveUnix`) stays allowed. It is best effort: a right the running kernel does not know is
+//! dropped and the result is [`LandlockStatus::PartiallyEnforced`].
+//!
+//! - Beneath each [`LandlockPlan::writable`] path, all handled rights are granted (for a path
+//!   that is a regular file rather than a directory, only the rights that make sense on a file:
+//!   `WriteFile`, `Truncate`, `IoctlDev`).
+//! - Beneath each [`LandlockPlan::devices`] path, only `WriteFile`, `Truncate` and `IoctlDev`:
+//!   enough to write to `/dev/null` or a terminal and to use its ioctls, not to create, remove or
+//!   rename anything. Note that POSIX shared memory (`shm_open`) *creates* files under
+//!   `/dev/shm`: a sandbox that needs it must list `/dev/shm` in `writable` instead.
+//!
+//! Paths that do not exist (`ENOENT`, `ENOTDIR`) are skipped — they cannot be written to anyway,
+//! and a path appearing later gets no access. They are reported by
+//! [`PreparedLandlock::skipped`]; [`apply`] drops that report, so a caller that wants to log them
+//! uses [`prepare`]. Any other failure to open a path is an error (fail closed).
+//!
+//! `Refer` being handled means a file can only be renamed or linked between directories that
+//! both grant it: moving a file from a writable root to the outside fails with `EXDEV`.
+//!
+//! # Scopes (ABI 6)
+//!
+//! [`LandlockPlan::scope_abstract_unix`] keeps the command from connecting to abstract UNIX
+//! sockets created outside its Landlock domain; [`LandlockPlan::scope_signals`] keeps it from
+//! signalling processes outside it (`EPERM`). On an older kernel they are dropped (best effort,
+//! `PartiallyEnforced`).
+//!
+//! # Where it runs
+//!
+//! [`prepare`] opens the paths and builds the ruleset (it allocates); call it before forking.
+//! [`PreparedLandlock::enforce`] only makes system calls (`prctl`, `landlock_restrict_self`), so
+//! it is fit for the child between `fork` and `execve`. [`apply`] does both, for callers that are
+//! single-threaded at that point.
+//!
+//! Enforcing also sets `no_new_privs` (the landlock crate's default): the kernel requires it for
+//! `landlock_restrict_self` unless the caller has `CAP_SYS_ADMIN` in its user namespace, and the
+//! command's process sets it right after anyway ([`crate::linux::harden::no_new_privs`]).
+//! Nothing in the capability drop that follows is affected by it.
+
+use ::landlock::{
+    AccessFs, BitFlags, PathBeneath, RestrictionStatus, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The `/dev` entries a sandbox needs to write to, for [`LandlockPlan::devices`].
+pub const DEFAULT_DEVICES: [&str; 7] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/pts",
+    "/dev/ptmx",
+    "/dev/shm",
+];
+
+/// What Landlock lets the command write.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LandlockPlan {
+    /// All write-type rights beneath these paths.
+    pub writable: Vec<PathBuf>,
+    /// `WriteFile`, `Truncate` and `IoctlDev` only, beneath these paths (device nodes and
+    /// `/dev/pts`; see [`DEFAULT_DEVICES`]).
+    pub devices: Vec<PathBuf>,
+    /// Deny connecting to abstract UNIX sockets created outside the sandbox's domain.
+    pub scope_abstract_unix: bool,
+    /// Deny sending signals to processes outside the sandbox's domain.
+    pub scope_signals: bool,
+}
+
+impl LandlockPlan {
+    /// [`DEFAULT_DEVICES`] as paths.
+    pub fn default_devices() -> Vec<PathBuf> {
+        DEFAULT_DEVICES.iter().map(PathBuf::from).collect()
+    }
+}
+
+/// The outcome of enforcing a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LandlockStatus {
+    /// Every requested right and scope is enforced. `abi` is the kernel's Landlock ABI version.
+    Enforced { abi: i32 },
+    /// The kernel's ABI lacks some requested rights or scopes; the others are enforced.
+    PartiallyEnforced { abi: i32 },
+    /// Landlock is not available (not built in or not enabled at boot): nothing is enforced.
+    NotEnforced,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("opening {path} for a Landlock rule: {source}")]
+    Open { path: PathBuf, source: io::Error },
+    #[error("Landlock: {0}")]
+    Ruleset(#[from] ::landlock::RulesetError),
+}
+
+/// A ruleset built from a [`LandlockPlan`], not yet enforced. Holds the ruleset's file
+/// descriptor (close-on-exec).
+#[derive(Debug)]
+pub struct PreparedLandlock {
+    ruleset: RulesetCreated,
+    skipped: Vec<PathBuf>,
+    abi: Option<i32>,
+}
+
+impl PreparedLandlock {
+    /// The plan's paths that did not exist and got no rule.
+    pub fn skipped(&self) -> &[PathBuf] {
+        &self.skipped
+    }
+
+    /// Restricts the calling thread (and what it executes) to the ruleset. Makes only system
+    /// calls: fit for the child between `fork` and `execve`. Sets `no_new_privs`.
+    pub fn enforce(self) -> Result<LandlockStatus, LandlockError> {
+        let status = self.ruleset.restrict_self()?;
+        Ok(status_of(&status, self.abi))
+    }
+}
+
+/// The write-type rights the ruleset handles (see the module docs).
+fn handled() -> BitFlags<AccessFs> {
+    AccessFs::from_write(ABI::V5)
+}
+
+/// The rights granted beneath [`LandlockPlan::devices`], and beneath writable regular files.
+fn file_rights() -> BitFlags<AccessFs> {
+    AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
+}
+
+/// Opens the plan's paths and builds the ruleset. Allocates: call it before forking.
+pub fn prepare(plan: &LandlockPlan) -> Result<PreparedLandlock, LandlockError> {
+    let mut ruleset = Ruleset::default().handle_access(handled())?;
+    let mut scopes = BitFlags::<Scope>::empty();
+    if plan.scope_abstract_unix {
+        scopes |= Scope::AbstractUnixSocket;
+    }
+    if plan.scope_signals {
+        scopes |= Scope::Signal;
+    }
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes)?;
+    }
+    let mut created = ruleset.create()?;
+    let mut skipped = Vec::new();
+
+    let grants = plan
+        .writable
+        .iter()
+        .map(|p| (p, handled()))
+        .chain(plan.devices.iter().map(|p| (p, file_rights())));
+    for (path, access) in grants {
+        let Some(file) = open_path(path)? else {
+            skipped.push(path.clone());
+            continue;
+        };
+        let is_dir = file
+            .metadata()
+            .map_err(|source| LandlockError::Open {
+                path: path.clone(),
+                source,
+            })?
+            .is_dir();
+        // Directory-only rights on a file would make the kernel refuse the rule (and the crate
+        // report a partial enforcement): narrow them here.
+        let access = if is_dir {
+            access
+        } else {
+            access & file_rights()
+        };
+        created = created.add_rule(PathBeneath::new(file, access))?;
+    }
+
+    Ok(PreparedLandlock {
+        ruleset: created,
+        skipped,
+        abi: abi_version(),
+    })
+}
+
+/// [`prepare`] then [`PreparedLandlock::enforce`], in the calling process. Skipped paths are
+/// not reported; see [`prepare`].
+pub fn apply(plan: &LandlockPlan) -> Result<LandlockStatus, LandlockError> {
+    prepare(plan)?.enforce()
+}
+
+/// The running kernel's Landlock ABI version, or `None` when Landlock is not available.
+pub fn abi_version() -> Option<i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag, the kernel reads no
+    // memory and only returns the ABI version (or fails with ENOSYS/EOPNOTSUPP).
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v >= 1 {
+        i32::try_from(v).ok()
+    } else {
+        None
+    }
+}
+
+/// `O_PATH | O_CLOEXEC` descriptor of `path`, or `None` when it does not exist.
+fn open_path(path: &Path) -> Result<Option<File>, LandlockError> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
+        Err(source) => Err(LandlockError::Open {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn status_of(status: &RestrictionStatus, abi: Option<i32>) -> LandlockStatus {
+    match (&status.ruleset, abi) {
+        (RulesetStatus::FullyEnforced, Some(abi)) => LandlockStatus::Enforced { abi },
+        (RulesetStatus::PartiallyEnforced, Some(abi)) => LandlockStatus::PartiallyEnforced { abi },
+        _ => LandlockStatus::NotEnforced,
+    }
+}
+
+#[cfg(test)]
+#[path = "landlock_tests.rs"]
+mod tests;
