@@ -1,0 +1,428 @@
+//! `warden run` against the real binary: every rule checked from the host side (file
+//! contents and hashes unchanged, secret bytes absent from the output), plus exit codes,
+//! signals, stdin and teardown. CI runs these as root.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use warden_tests::{Output, TestEnv};
+
+/// `warden run [extra...] -- sh -c SCRIPT` in the env's project directory. Run directories go
+/// below the env's root (TMPDIR of the warden process) so each test can check its own.
+fn sh(env: &TestEnv, extra: &[&str], script: &str) -> Output {
+    let mut args: Vec<String> = vec!["run".into()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
+    let out = env
+        .command()
+        .args(&args)
+        .env("TMPDIR", run_base(env))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running warden {args:?}: {e}"));
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn run_base(env: &TestEnv) -> PathBuf {
+    let p = env.root().join("runs");
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+fn write(path: &Path, content: &str) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, content).unwrap();
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+fn assert_nothing_left(env: &TestEnv) {
+    let left: Vec<_> = std::fs::read_dir(run_base(env))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "run directories left behind: {left:?}");
+}
+
+#[test]
+fn exit_codes_pass_through() {
+    let env = TestEnv::new();
+    assert_eq!(sh(&env, &[], "exit 7").code, 7);
+    assert_eq!(sh(&env, &[], "exit 0").code, 0);
+    assert_eq!(sh(&env, &[], "kill -9 $$").code, 128 + 9);
+    let out = env
+        .command()
+        .args(["run", "--", "/nonexistent/prog"])
+        .env("TMPDIR", run_base(&env))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(127),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_nothing_left(&env);
+}
+
+#[test]
+fn working_directory_is_writable_and_the_rest_of_the_host_is_not() {
+    let env = TestEnv::new();
+    let outside = env.root().join("outside.txt");
+    write(&outside, "original");
+    let target = env.project().join("made-inside.txt");
+    let script = format!(
+        "echo inside > {}; echo evil > {} ; echo evil > /etc/warden-probe; echo done",
+        target.display(),
+        outside.display()
+    );
+    let out = sh(&env, &[], &script);
+    assert!(out.stdout.contains("done"), "{out:?}");
+    assert_eq!(read(&target).as_deref(), Some("inside\n"));
+    assert_eq!(
+        read(&outside).as_deref(),
+        Some("original"),
+        "host file outside the project changed"
+    );
+    assert!(!Path::new("/etc/warden-probe").exists());
+    assert!(out.stderr.contains("Read-only file system"), "{out:?}");
+    assert_nothing_left(&env);
+}
+
+#[test]
+fn allow_write_flag_opens_a_directory() {
+    let env = TestEnv::new();
+    let extra = env.root().join("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    let f = extra.join("f");
+    let out = sh(
+        &env,
+        &["--allow-write", extra.to_str().unwrap()],
+        &format!("echo ok > {}", f.display()),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(read(&f).as_deref(), Some("ok\n"));
+}
+
+#[test]
+fn private_tmpdir_is_writable_and_removed_afterwards() {
+    let env = TestEnv::new();
+    let out = sh(&env, &[], "echo $TMPDIR; echo data > $TMPDIR/x && cat $TMPDIR/x; touch /tmp/warden-not-here 2>/dev/null || echo tmp-denied");
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let tmpdir = PathBuf::from(lines[0]);
+    assert!(tmpdir.starts_with(run_base(&env)), "{tmpdir:?}");
+    assert_eq!(lines[1], "data");
+    assert_eq!(lines[2], "tmp-denied");
+    assert!(!tmpdir.exists(), "TMPDIR left behind");
+    assert_nothing_left(&env);
+}
+
+#[test]
+fn deny_read_hides_secrets_and_allow_read_reopens() {
+    let env = TestEnv::new();
+    write(&env.home().join(".ssh/id_rsa"), "SECRET-KEY-BYTES");
+    write(
+        &env.home().join(".ssh/known_hosts"),
+        "github.com ssh-ed25519 AAAA",
+    );
+    write(
+        &env.home().join(".netrc"),
+        "machine x password NETRC-SECRET",
+    );
+    let st = env.write_settings(
+        "s.json",
+        r#"{"filesystem": {"denyRead": ["~/.ssh", "~/.netrc"], "allowRead": ["~/.ssh/known_hosts"]}}"#,
+    );
+    let out = sh(
+        &env,
+        &["--settings", st.to_str().unwrap()],
+        "cat ~/.ssh/id_rsa; ls -a ~/.ssh; cat ~/.ssh/known_hosts; cat ~/.netrc; echo end",
+    );
+    assert!(out.stdout.contains("end"), "{out:?}");
+    assert!(
+        !out.stdout.contains("SECRET-KEY-BYTES") && !out.stderr.contains("SECRET-KEY-BYTES"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("NETRC-SECRET"), "{out:?}");
+    assert!(
+        out.stdout.contains("github.com ssh-ed25519"),
+        "allowRead did not re-open: {out:?}"
+    );
+    // The host files are untouched.
+    assert_eq!(
+        read(&env.home().join(".ssh/id_rsa")).as_deref(),
+        Some("SECRET-KEY-BYTES")
+    );
+}
+
+#[test]
+fn deny_read_flag_hides_a_directory() {
+    let env = TestEnv::new();
+    write(&env.project().join("private/key"), "FLAG-SECRET");
+    let out = sh(
+        &env,
+        &["--deny-read", "private"],
+        "cat private/key; echo end",
+    );
+    assert!(out.stdout.contains("end"), "{out:?}");
+    assert!(!out.stdout.contains("FLAG-SECRET"), "{out:?}");
+}
+
+#[test]
+fn mandatory_protections_and_deny_write_hold_inside_the_project() {
+    let env = TestEnv::new();
+    let p = env.project();
+    write(&p.join(".bashrc"), "# rc");
+    write(&p.join(".git/hooks/README"), "hooks");
+    write(&p.join(".git/config"), "[core]");
+    write(&p.join("sub/.claude/settings.json"), "{}");
+    write(&p.join("generated/a.rs"), "// gen");
+    let st = env.write_settings("s.json", r#"{"filesystem": {"denyWrite": ["generated"]}}"#);
+    let out = sh(
+        &env,
+        &["--settings", st.to_str().unwrap()],
+        "echo x >> .bashrc; echo x > .git/hooks/pre-commit; echo x >> .git/config; \
+         echo x > sub/.claude/settings.json; echo x > generated/a.rs; echo x > generated/new.rs; \
+         mv .git/hooks .git/hooks-aside; echo ok > normal.txt; echo end",
+    );
+    assert!(out.stdout.contains("end"), "{out:?}");
+    assert_eq!(read(&p.join(".bashrc")).as_deref(), Some("# rc"));
+    assert!(!p.join(".git/hooks/pre-commit").exists());
+    assert!(
+        p.join(".git/hooks/README").exists(),
+        "protected dir was moved aside"
+    );
+    assert!(!p.join(".git/hooks-aside").exists());
+    assert_eq!(read(&p.join(".git/config")).as_deref(), Some("[core]"));
+    assert_eq!(
+        read(&p.join("sub/.claude/settings.json")).as_deref(),
+        Some("{}")
+    );
+    assert_eq!(read(&p.join("generated/a.rs")).as_deref(), Some("// gen"));
+    assert!(!p.join("generated/new.rs").exists());
+    assert_eq!(read(&p.join("normal.txt")).as_deref(), Some("ok\n"));
+}
+
+#[test]
+fn symlinks_do_not_lead_out() {
+    let env = TestEnv::new();
+    let outside = env.root().join("outside");
+    write(&outside.join("victim"), "untouched");
+    std::os::unix::fs::symlink(&outside, env.project().join("link")).unwrap();
+    let out = sh(&env, &[], "echo evil > link/victim; echo evil > link/new; ln -s /etc/passwd p2 && echo x >> p2; echo end");
+    assert!(out.stdout.contains("end"), "{out:?}");
+    assert_eq!(read(&outside.join("victim")).as_deref(), Some("untouched"));
+    assert!(!outside.join("new").exists());
+}
+
+#[test]
+fn only_the_sandbox_processes_and_loopback_are_visible() {
+    let env = TestEnv::new();
+    let out = sh(
+        &env,
+        &[],
+        "ls /proc | grep -c '^[0-9]'; cat /proc/net/dev | tail -n +3 | cut -d: -f1; hostname",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim).collect();
+    let pids: u32 = lines[0].parse().unwrap();
+    assert!(pids <= 6, "host processes visible: {pids} pids\n{out:?}");
+    assert_eq!(lines[1], "lo", "{out:?}");
+    assert_eq!(lines.len(), 3, "interfaces other than lo: {out:?}");
+    assert_eq!(lines[2], "warden");
+}
+
+#[test]
+fn host_loopback_services_are_unreachable() {
+    let env = TestEnv::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = sh(
+        &env,
+        &[],
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED; echo end"),
+    );
+    // dash has no /dev/tcp; use bash if present for a real connect attempt.
+    let out2 = env
+        .command()
+        .args([
+            "run",
+            "--",
+            "bash",
+            "-c",
+            &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED; echo end"),
+        ])
+        .env("TMPDIR", run_base(&env))
+        .output()
+        .unwrap();
+    let stdout2 = String::from_utf8_lossy(&out2.stdout);
+    assert!(
+        !out.stdout.contains("CONNECTED") && !stdout2.contains("CONNECTED"),
+        "{out:?} {stdout2}"
+    );
+    assert!(
+        stdout2.contains("end"),
+        "bash did not run: {:?}",
+        String::from_utf8_lossy(&out2.stderr)
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox reached a host loopback listener"
+    );
+}
+
+#[test]
+fn the_command_holds_no_capabilities_and_is_filtered() {
+    let env = TestEnv::new();
+    let out = sh(
+        &env,
+        &[],
+        "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    for line in out.stdout.lines() {
+        let (k, v) = line.split_once(':').unwrap();
+        let v = v.trim();
+        match k {
+            "NoNewPrivs" => assert_eq!(v, "1", "{line}"),
+            "Seccomp" => assert_eq!(v, "2", "{line}"),
+            _ => assert_eq!(v, "0000000000000000", "{line}"),
+        }
+    }
+    assert_eq!(out.stdout.lines().count(), 7, "{out:?}");
+}
+
+#[test]
+fn sigterm_reaches_the_commands_handler() {
+    let env = TestEnv::new();
+    let mut child = env
+        .command()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done",
+        ])
+        .env("TMPDIR", run_base(&env))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buf = [0u8; 6];
+    stdout.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"ready\n");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(3), "rest: {rest}");
+    assert!(rest.contains("got-term"), "{rest}");
+    assert_nothing_left(&env);
+}
+
+#[test]
+fn sigkill_of_warden_takes_the_sandbox_down_and_leaves_nothing() {
+    let env = TestEnv::new();
+    let marker = env.project().join("still-running");
+    let mut child = env
+        .command()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; sleep 2; touch still-running; sleep 30",
+        ])
+        .env("TMPDIR", run_base(&env))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buf = [0u8; 6];
+    stdout.read_exact(&mut buf).unwrap();
+    let cgroup = format!("warden-{}", child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline
+        && (std::fs::read_dir(run_base(&env)).unwrap().next().is_some() || cgroup_exists(&cgroup))
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_nothing_left(&env);
+    assert!(!cgroup_exists(&cgroup), "cgroup {cgroup} left behind");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        !marker.exists(),
+        "the sandboxed command survived warden's death"
+    );
+}
+
+fn cgroup_exists(name: &str) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mounts
+        .lines()
+        .filter(|l| l.contains(" - cgroup2 "))
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|mnt| Path::new(mnt).join(name).exists())
+}
+
+#[test]
+fn stdin_passes_through() {
+    let env = TestEnv::new();
+    let data: Vec<u8> = (0..300 * 1024).map(|i| (i % 251) as u8).collect();
+    let mut child = env
+        .command()
+        .args(["run", "--", "wc", "-c"])
+        .env("TMPDIR", run_base(&env))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        (300 * 1024).to_string()
+    );
+}
+
+#[test]
+fn fork_burst_and_git_work() {
+    let env = TestEnv::new();
+    let out = sh(
+        &env,
+        &[],
+        "for i in $(seq 200); do (true) & done; wait; echo burst-ok",
+    );
+    assert!(out.stdout.contains("burst-ok"), "{out:?}");
+    let out = sh(
+        &env,
+        &[],
+        "git init -q repo && cd repo && echo hi > f && git add f && \
+         git -c user.email=t@t -c user.name=t commit -qm one && git log --oneline | wc -l",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "1");
+    assert!(env.project().join("repo/.git/HEAD").exists());
+}
