@@ -2,6 +2,7 @@
 //! contents and hashes unchanged, secret bytes absent from the output), plus exit codes,
 //! signals, stdin and teardown. CI runs these as root.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
