@@ -187,6 +187,11 @@ fn command(plan: &Plan, filter: &seccompiler::BpfProgram, set: &SigSet) -> ! {
             .iter()
             .filter_map(|e| CString::new(e.clone()).ok())
             .collect();
+        // No descriptor the caller leaked (without FD_CLOEXEC) reaches the command.
+        // SAFETY: close_range only closes descriptors; nothing below uses any fd >= 3.
+        if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } != 0 {
+            return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+        }
         // Installed last: from here on only execve is left.
         super::seccomp::install(filter).map_err(|e| format!("seccomp: {e}"))?;
         nix::unistd::execve(&program, &argv, &env).map_err(|e| {
