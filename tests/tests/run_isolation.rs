@@ -427,3 +427,65 @@ fn fork_burst_and_git_work() {
     assert_eq!(out.stdout.trim(), "1");
     assert!(env.project().join("repo/.git/HEAD").exists());
 }
+
+/// A TestEnv handed over to `nobody`, and a warden command that runs as it.
+fn as_nobody(env: &TestEnv) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let base = run_base(env);
+    let status = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(env.root())
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "chown needs root: CI runs these tests as root"
+    );
+    let mut cmd = env.command();
+    cmd.uid(65534).gid(65534).env("TMPDIR", base);
+    cmd
+}
+
+#[test]
+fn unprivileged_caller_without_a_delegated_cgroup_fails_closed() {
+    let env = TestEnv::new();
+    let out = as_nobody(&env)
+        .args(["run", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("cgroup") && stderr.contains("failIfUnavailable: false"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unprivileged_caller_is_confined_when_the_weaker_mode_is_allowed() {
+    let env = TestEnv::new();
+    let st = env.write_settings("s.json", r#"{"sandbox": {"failIfUnavailable": false}}"#);
+    let outside = env.root().join("outside.txt");
+    write(&outside, "original");
+    let out = as_nobody(&env)
+        .args(["run", "--settings", st.to_str().unwrap(), "--", "sh", "-c"])
+        .arg(format!(
+            "id -u; echo hi > mine.txt; echo evil > {}; echo x > /etc/x; grep CapEff /proc/self/status; echo end",
+            outside.display()
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains("running without a cgroup"), "{stderr}");
+    assert!(stdout.starts_with("65534\n"), "{stdout}");
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    assert_eq!(
+        read(&env.project().join("mine.txt")).as_deref(),
+        Some("hi\n")
+    );
+    assert_eq!(read(&outside).as_deref(), Some("original"));
+    assert!(!Path::new("/etc/x").exists());
+    assert_nothing_left(&env);
+}

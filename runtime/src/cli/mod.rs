@@ -126,6 +126,22 @@ impl PolicyArgs {
     }
 }
 
+/// The error and its causes, skipping a cause whose text the message already contains (error
+/// types that print their source inline as well as exposing it would otherwise repeat it).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn run() -> i32 {
     // The sandbox's own entry point, exec'd by the supervisor inside the new namespaces.
@@ -161,7 +177,7 @@ pub fn run() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("warden: error: {e:#}");
+            eprintln!("warden: error: {}", error_chain(&e));
             EXIT_WARDEN
         }
     }

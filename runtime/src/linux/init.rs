@@ -64,6 +64,9 @@ pub fn main() -> ! {
         Ok(p) => p,
         Err(e) => fail(format_args!("sandbox init: {e}")),
     };
+    if let Err(e) = enter_namespaces() {
+        fail(format_args!("entering the sandbox namespaces: {e}"));
+    }
     let set = signal_set();
     if let Err(e) = set.thread_block() {
         fail(format_args!("blocking signals: {e}"));
@@ -77,6 +80,34 @@ pub fn main() -> ! {
             std::process::exit(code)
         }
     }
+}
+
+/// A new user namespace with a one-line uid/gid map of the caller's own ids — which the
+/// kernel allows a process to write for itself, so root and unprivileged callers take the same
+/// path and the sandbox never holds capabilities in the host's user namespace — then new
+/// mount, pid, ipc, uts, net and cgroup namespaces. This happens after exec on purpose: an
+/// exec by a non-root uid would drop the capabilities the new user namespace grants.
+fn enter_namespaces() -> Result<(), String> {
+    use nix::sched::{unshare, CloneFlags};
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| format!("user namespace: {e}"))?;
+    for (file, content) in [
+        ("/proc/self/setgroups", "deny".to_string()),
+        ("/proc/self/uid_map", format!("{uid} {uid} 1\n")),
+        ("/proc/self/gid_map", format!("{gid} {gid} 1\n")),
+    ] {
+        std::fs::write(file, content).map_err(|e| format!("writing {file}: {e}"))?;
+    }
+    unshare(
+        CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWPID
+            | CloneFlags::CLONE_NEWIPC
+            | CloneFlags::CLONE_NEWUTS
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWCGROUP,
+    )
+    .map_err(|e| format!("mount/pid/ipc/uts/net/cgroup namespaces: {e}"))
 }
 
 fn read_plan() -> Result<Plan, String> {

@@ -183,17 +183,13 @@ pub fn apply(plan: &Plan) -> Result<(), MountError> {
                 setattr_recursive(
                     &dst,
                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                    MOUNT_ATTR_RDONLY,
+                    0, // only set flags: clearing one on a copied parent-namespace mount is EPERM unprivileged
                 )?;
             }
             MountOp::WritableAt { src, dst } => {
                 let dst = under(root, dst);
                 bind(src, &dst)?;
-                setattr_recursive(
-                    &dst,
-                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                    MOUNT_ATTR_RDONLY,
-                )?;
+                setattr_recursive(&dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)?;
             }
             MountOp::ReadOnly { path } => {
                 let dst = under(root, path);

@@ -3,17 +3,13 @@
 //! the teardown.
 //!
 //! The sandbox starts as `/proc/self/exe __init` (a fresh exec, never a forked copy of this
-//! process). Between fork and exec it unshares the user namespace and writes its own uid/gid
-//! map — one line mapping the caller's ids to themselves, which the kernel allows a process
-//! for itself, so the same path works for root and unprivileged callers and the sandbox never
-//! holds capabilities in the host's user namespace — then unshares mount, pid, ipc, uts, net
-//! and cgroup. The plan arrives on a pipe only after the process sits in the sandbox's cgroup,
-//! so the first syscall of the command is already covered by anything keyed on the cgroup.
+//! process), which enters its namespaces itself (see [`super::init`]). The plan arrives on a
+//! pipe only after the process sits in the sandbox's cgroup, so the first syscall of the
+//! command is already covered by anything keyed on the cgroup.
 
 use super::cgroup::Cgroup;
 use super::init::{signal_set, PLAN_FD_ENV};
 use super::plan::Plan;
-use nix::sched::CloneFlags;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -86,23 +82,13 @@ pub struct Sandbox {
 pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError> {
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SpawnError::Start(e.into()))?;
-    let uid = nix::unistd::getuid().as_raw();
-    let gid = nix::unistd::getgid().as_raw();
-    // Prepared before fork: pre_exec may only make async-signal-safe calls.
-    let uid_map = format!("{uid} {uid} 1\n");
-    let gid_map = format!("{gid} {gid} 1\n");
-    let paths = [
-        c"/proc/self/setgroups",
-        c"/proc/self/uid_map",
-        c"/proc/self/gid_map",
-    ];
     let read_fd = read.as_raw_fd();
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg("__init")
         .env_clear()
         .env(PLAN_FD_ENV, read_fd.to_string());
     // SAFETY: the closure runs between fork and exec in the child and only makes raw,
-    // async-signal-safe syscalls on data prepared before the fork.
+    // async-signal-safe syscalls.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -110,33 +96,6 @@ pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError>
             }
             // Keep the plan pipe open across exec.
             if libc::fcntl(read_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            for (path, content) in
-                paths
-                    .iter()
-                    .zip([&b"deny"[..], uid_map.as_bytes(), gid_map.as_bytes()])
-            {
-                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let n = libc::write(fd, content.as_ptr().cast(), content.len());
-                libc::close(fd);
-                if n < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            let flags = CloneFlags::CLONE_NEWNS
-                | CloneFlags::CLONE_NEWPID
-                | CloneFlags::CLONE_NEWIPC
-                | CloneFlags::CLONE_NEWUTS
-                | CloneFlags::CLONE_NEWNET
-                | CloneFlags::CLONE_NEWCGROUP;
-            if libc::unshare(flags.bits()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
