@@ -489,3 +489,36 @@ fn unprivileged_caller_is_confined_when_the_weaker_mode_is_allowed() {
     assert!(!Path::new("/etc/x").exists());
     assert_nothing_left(&env);
 }
+
+#[test]
+fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
+    let env = TestEnv::new();
+    let p = env.project();
+    write(&p.join(".git/HEAD"), "ref: refs/heads/main\n");
+    let out = sh(
+        &env,
+        &[],
+        "mkdir -p .claude && echo '{\"hooks\":{}}' > .claude/settings.json; \
+         echo x > .vscode/tasks.json; echo x > .git/hooks/pre-commit; mkdir .git/hooks/sub; \
+         rmdir .cursor; mv .idea .idea2; echo end",
+    );
+    assert!(out.stdout.contains("end"), "{out:?}");
+    // Nothing was created, and the placeholders are gone again.
+    for name in [
+        ".claude",
+        ".vscode",
+        ".cursor",
+        ".idea",
+        ".idea2",
+        ".warden",
+        ".codex",
+        ".git/hooks",
+    ] {
+        assert!(
+            !p.join(name).exists(),
+            "{name} exists after the run: {out:?}"
+        );
+    }
+    assert!(p.join(".git/HEAD").exists());
+    assert_nothing_left(&env);
+}

@@ -95,8 +95,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     crate::linux::init::signal_set()
         .thread_block()
         .context("blocking signals")?;
-    let sandbox = spawn::start(&plan, cgroup)?;
-    let code = sandbox.wait();
+    let placeholders =
+        plan::create_placeholders(&plan).context("creating protected placeholders")?;
+    // The janitor removes them too if this process dies.
+    std::fs::write(
+        run_dir.path().join(spawn::PLACEHOLDERS_FILE),
+        serde_json::to_vec(&placeholders)?,
+    )?;
+    let started = spawn::start(&plan, cgroup);
+    let code = match started {
+        Ok(sandbox) => sandbox.wait(),
+        Err(e) => {
+            plan::remove_placeholders(&placeholders);
+            return Err(e.into());
+        }
+    };
+    plan::remove_placeholders(&placeholders);
     if let Err(e) = run_dir.remove() {
         eprintln!("warden: warning: removing the run directory: {e}");
     }

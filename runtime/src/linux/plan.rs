@@ -57,6 +57,16 @@ pub struct Plan {
     pub hardening: Hardening,
     /// rlimits by name (`nofile`, …) applied to the command.
     pub rlimits: Vec<(String, u64)>,
+    /// Protected paths that do not exist yet: the supervisor creates each as an empty
+    /// placeholder before the sandbox starts, the view binds it read-only (so it can be neither
+    /// written nor replaced), and teardown removes it if it is still empty.
+    pub placeholders: Vec<Placeholder>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placeholder {
+    pub path: PathBuf,
+    pub dir: bool,
 }
 
 /// Where the sandbox's private run directory is (created by the supervisor).
@@ -77,6 +87,13 @@ pub enum PlanError {
     #[error("the working directory {0} does not exist")]
     NoCwd(PathBuf),
 }
+
+/// Agent and editor config directories masked by a placeholder when missing from a writable
+/// root: each would let a command leave config that runs code outside the sandbox later
+/// (Claude Code hooks, VS Code tasks, ...). Empty directories are harmless to every tool.
+pub const PLACEHOLDER_DIRS: &[&str] = &[
+    ".claude", ".codex", ".cursor", ".vscode", ".idea", ".warden",
+];
 
 /// Directories skipped by the protected-file search (large and never holding agent config).
 const SEARCH_SKIP: &[&str] = &["node_modules", "target", ".cache", "vendor"];
@@ -180,6 +197,32 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             &mut read_only,
         );
     }
+    // Protected paths that do not exist yet, directly in each writable root.
+    let mut placeholders = Vec::new();
+    for root in &writable {
+        let mut missing = |path: PathBuf, dir: bool| {
+            if fs.kind(&path).is_none() {
+                read_only.insert(path.clone());
+                placeholders.push(Placeholder { path, dir });
+            }
+        };
+        for name in PLACEHOLDER_DIRS {
+            missing(root.join(name), true);
+        }
+        if fs.kind(&root.join(".git")) == Some(crate::policy::fsview::FileKind::Dir) {
+            missing(root.join(".git/hooks"), true);
+        }
+        // Shell rc files and .ssh only where they take effect: a writable home directory.
+        if *root == p.context.home {
+            missing(root.join(".ssh"), true);
+            for name in PROTECTED_FILES
+                .iter()
+                .filter(|n| n.starts_with(".bash") || n.starts_with(".z") || **n == ".profile")
+            {
+                missing(root.join(name), false);
+            }
+        }
+    }
     for gitdir in &paths.mandatory.extra_git_dirs {
         for name in ["hooks", "config", "config.worktree"] {
             let p = gitdir.join(name);
@@ -263,7 +306,45 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 .unwrap_or(false),
         },
         rlimits,
+        placeholders,
     })
+}
+
+/// Creates the plan's placeholders on the host; returns those this call created (and so may
+/// remove). An entry that appeared meanwhile is left alone: the view protects it anyway.
+pub fn create_placeholders(plan: &Plan) -> std::io::Result<Vec<Placeholder>> {
+    let mut created = Vec::new();
+    for ph in &plan.placeholders {
+        let result = if ph.dir {
+            std::fs::create_dir(&ph.path)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&ph.path)
+                .map(|_| ())
+        };
+        match result {
+            Ok(()) => created.push(ph.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                remove_placeholders(&created);
+                return Err(e);
+            }
+        }
+    }
+    Ok(created)
+}
+
+/// Removes placeholders that are still empty (never anything the command or the user filled).
+pub fn remove_placeholders(created: &[Placeholder]) {
+    for ph in created.iter().rev() {
+        if ph.dir {
+            let _ = std::fs::remove_dir(&ph.path);
+        } else if std::fs::symlink_metadata(&ph.path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            let _ = std::fs::remove_file(&ph.path);
+        }
+    }
 }
 
 /// Existing protected files and directories below `root`, at most `depth` levels down.

@@ -226,3 +226,75 @@ fn plan_round_trips_through_json() {
     let back: Plan = serde_json::from_slice(&json).unwrap();
     assert_eq!(plan, back);
 }
+
+#[test]
+fn missing_protected_entries_get_placeholders() {
+    let mut fs = fs();
+    fs.dir("/w/.vscode");
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    let ph: Vec<(&Path, bool)> = plan
+        .placeholders
+        .iter()
+        .map(|p| (p.path.as_path(), p.dir))
+        .collect();
+    assert!(ph.contains(&(Path::new("/w/.claude"), true)), "{ph:?}");
+    assert!(ph.contains(&(Path::new("/w/.warden"), true)), "{ph:?}");
+    // .git/hooks exists in the fixture: protected by a plain read-only bind, no placeholder.
+    assert!(!ph.iter().any(|(p, _)| p.ends_with(".git/hooks")), "{ph:?}");
+    // Exists already: no placeholder, but read-only.
+    assert!(!ph.iter().any(|(p, _)| p.ends_with(".vscode")), "{ph:?}");
+    assert!(plan.mounts.contains(&MountOp::ReadOnly {
+        path: p("/w/.vscode")
+    }));
+    // Not a home directory: no rc files, no .ssh.
+    assert!(
+        !ph.iter()
+            .any(|(p, _)| p.ends_with(".bashrc") || p.ends_with(".ssh")),
+        "{ph:?}"
+    );
+    for (path, _) in &ph {
+        assert!(
+            plan.mounts.contains(&MountOp::ReadOnly {
+                path: path.to_path_buf()
+            }),
+            "{path:?}"
+        );
+    }
+}
+
+#[test]
+fn a_writable_home_gets_rc_file_placeholders() {
+    let mut fs = fs();
+    fs.file("/home/u/.profile", "");
+    let ctx = Context {
+        cwd: "/home/u".into(),
+        home: "/home/u".into(),
+        tmpdir: None,
+        approver_attached: false,
+    };
+    let policy = Policy::build(&[], ctx, &fs).unwrap();
+    let plan = build(
+        PlanInput {
+            policy: &policy,
+            argv: vec![b"true".to_vec()],
+            env: vec![],
+            dirs: RunDirs {
+                root: "/run/warden-1/root".into(),
+                tmpdir: "/run/warden-1/tmp".into(),
+            },
+        },
+        &fs,
+    )
+    .unwrap();
+    let ph: Vec<&Path> = plan.placeholders.iter().map(|p| p.path.as_path()).collect();
+    assert!(ph.contains(&Path::new("/home/u/.bashrc")), "{ph:?}");
+    assert!(ph.contains(&Path::new("/home/u/.zshrc")), "{ph:?}");
+    assert!(
+        !ph.contains(&Path::new("/home/u/.profile")),
+        "exists already: {ph:?}"
+    );
+    assert!(
+        !ph.contains(&Path::new("/home/u/.ssh")),
+        "exists already: {ph:?}"
+    );
+}

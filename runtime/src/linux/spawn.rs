@@ -71,6 +71,9 @@ impl RunDir {
     }
 }
 
+/// File in the run directory listing the placeholders this run created (for the janitor).
+pub const PLACEHOLDERS_FILE: &str = "placeholders.json";
+
 /// A running sandbox.
 pub struct Sandbox {
     child: std::process::Child,
@@ -198,6 +201,12 @@ pub fn janitor_main() -> ! {
         }
     }
     if let Some(dir) = args.first().filter(|p| is_ours(p)) {
+        if let Some(list) = std::fs::read(dir.join(PLACEHOLDERS_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<super::plan::Placeholder>>(&b).ok())
+        {
+            super::plan::remove_placeholders(&list);
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
     std::process::exit(0)
