@@ -522,3 +522,45 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
     assert!(p.join(".git/HEAD").exists());
     assert_nothing_left(&env);
 }
+
+#[test]
+fn env_deny_drops_variables_and_tmpdir_is_replaced() {
+    let env = TestEnv::new();
+    let st = env.write_settings(
+        "s.json",
+        r#"{"warden": {"env": {"deny": ["AWS_*", "GITHUB_TOKEN"]}}}"#,
+    );
+    let out = env
+        .command()
+        .args([
+            "run",
+            "--settings",
+            st.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "env",
+        ])
+        .env("TMPDIR", run_base(&env))
+        .env("AWS_SECRET_ACCESS_KEY", "AWS-SECRET-VALUE")
+        .env("GITHUB_TOKEN", "GH-SECRET-VALUE")
+        .env("KEEP_ME", "kept")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !stdout.contains("AWS-SECRET-VALUE") && !stdout.contains("GH-SECRET-VALUE"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("KEEP_ME=kept"), "{stdout}");
+    assert!(stdout.contains("IS_SANDBOX=1"), "{stdout}");
+    let tmp = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TMPDIR="))
+        .unwrap();
+    assert!(
+        Path::new(tmp).starts_with(run_base(&env)) && tmp.ends_with("/tmp"),
+        "{tmp}"
+    );
+}
