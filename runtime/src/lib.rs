@@ -4,6 +4,7 @@
 //! [`policy::Policy`] (effective rules with provenance; pure decisions) → a backend that
 //! builds the sandbox → events → sinks. See `docs/architecture.md`.
 
+pub mod backend;
 pub mod cli;
 #[cfg(target_os = "linux")]
 pub mod linux;

@@ -564,3 +564,15 @@ fn env_deny_drops_variables_and_tmpdir_is_replaced() {
         "{tmp}"
     );
 }
+
+#[test]
+fn a_disabled_sandbox_is_refused_not_run_unsandboxed() {
+    let env = TestEnv::new();
+    let st = env.write_settings("s.json", r#"{"sandbox": {"enabled": false}}"#);
+    let marker = env.project().join("ran");
+    let out = sh(&env, &["--settings", st.to_str().unwrap()], "touch ran");
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("sandbox.enabled is false"), "{out:?}");
+    assert!(!marker.exists());
+    assert_nothing_left(&env);
+}

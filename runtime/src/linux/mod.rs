@@ -11,6 +11,7 @@
 //! - [`seccomp`], [`landlock`], [`harden`]: the command's own restrictions.
 //! - [`cgroup`]: one cgroup v2 leaf per sandbox; [`probe`]: runtime feature probes.
 
+pub mod backend;
 pub mod cgroup;
 pub mod harden;
 pub mod init;

@@ -1,0 +1,71 @@
+//! The one interface `warden run` uses to run a sandboxed command. The Linux backend
+//! (`linux/backend.rs`) builds the sandbox itself; the macOS Seatbelt backend (issue #7)
+//! implements the same trait. Nothing outside the backends is `cfg(target_os)`-specific
+//! except the choice of [`native`].
+
+use crate::policy::merge::Policy;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct SandboxCommand {
+    pub argv: Vec<OsString>,
+    /// The caller's environment, before `warden.env.deny` is applied.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// Resources a sandbox needs before its policy can be built: the private TMPDIR, which the
+/// policy makes writable.
+pub trait Workspace {
+    fn tmpdir(&self) -> PathBuf;
+}
+
+/// A running sandbox.
+pub trait Sandbox {
+    /// Forwards signals until the command ends; returns its exit code (128+N for a signal)
+    /// and tears everything down.
+    fn wait(self) -> i32;
+}
+
+pub trait Backend {
+    type Workspace: Workspace;
+    type Sandbox: Sandbox;
+
+    fn workspace(&self) -> Result<Self::Workspace, BackendError>;
+
+    /// Turns the policy into the backend's plan, sets it up and starts the command.
+    fn spawn(
+        &self,
+        workspace: Self::Workspace,
+        policy: &Policy,
+        command: &SandboxCommand,
+    ) -> Result<Self::Sandbox, BackendError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("sandbox.enabled is false in the settings: refusing to run a command unsandboxed")]
+    Disabled,
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    Plan(#[from] crate::linux::plan::PlanError),
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    Spawn(#[from] crate::linux::spawn::SpawnError),
+    #[cfg(target_os = "linux")]
+    #[error("applying limits: {0}")]
+    Limits(#[source] crate::linux::cgroup::CgroupError),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The backend of the platform warden runs on.
+#[cfg(target_os = "linux")]
+pub fn native() -> crate::linux::backend::LinuxBackend {
+    crate::linux::backend::LinuxBackend
+}
