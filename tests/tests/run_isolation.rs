@@ -576,3 +576,14 @@ fn a_disabled_sandbox_is_refused_not_run_unsandboxed() {
     assert!(!marker.exists());
     assert_nothing_left(&env);
 }
+
+#[test]
+fn posix_shared_memory_works() {
+    let env = TestEnv::new();
+    let out = sh(
+        &env,
+        &[],
+        "echo data > /dev/shm/x && cat /dev/shm/x && rm /dev/shm/x && echo shm-ok",
+    );
+    assert!(out.stdout.contains("data\nshm-ok"), "{out:?}");
+}

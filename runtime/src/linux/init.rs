@@ -18,7 +18,7 @@ use std::ffi::CString;
 use std::io::Read;
 use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Environment variable naming the fd the plan arrives on.
 pub const PLAN_FD_ENV: &str = "WARDEN_PLAN_FD";
@@ -197,7 +197,14 @@ fn command(plan: &Plan, filter: &seccompiler::BpfProgram, set: &SigSet) -> ! {
             set_rlimit(name, *value)?;
         }
         super::landlock::apply(&super::landlock::LandlockPlan {
-            writable: plan.hardening.landlock_writable.clone(),
+            // /dev/shm is a private tmpfs: POSIX shared memory must be able to create files.
+            writable: plan
+                .hardening
+                .landlock_writable
+                .iter()
+                .cloned()
+                .chain([PathBuf::from("/dev/shm")])
+                .collect(),
             devices: super::landlock::LandlockPlan::default_devices(),
             scope_abstract_unix: !plan.hardening.allow_unix_sockets,
             scope_signals: true,
