@@ -587,3 +587,26 @@ fn posix_shared_memory_works() {
     );
     assert!(out.stdout.contains("data\nshm-ok"), "{out:?}");
 }
+
+#[test]
+fn a_symlinked_tmpdir_base_still_works() {
+    let env = TestEnv::new();
+    let real = run_base(&env);
+    let link = env.root().join("runs-link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = env
+        .command()
+        .args(["run", "--", "sh", "-c", "touch $TMPDIR/x && echo $TMPDIR"])
+        .env("TMPDIR", &link)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(Path::new(stdout.trim()).starts_with(&real), "{stdout}");
+    assert_nothing_left(&env);
+}

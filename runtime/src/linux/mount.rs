@@ -13,6 +13,7 @@
 use super::plan::{MountOp, Plan};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -102,15 +103,92 @@ fn under(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// An O_PATH descriptor for `path`, refusing every symlink on the way. The planner hands
+/// over fully resolved paths, so a symlink here was planted after planning: fail, don't follow.
+fn open_no_symlinks(path: &Path) -> Result<OwnedFd, MountError> {
+    let c = cstring(path, "open")?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: `c` is a valid NUL-terminated path and `how` a properly laid out `struct
+    // open_how` that outlives the call; its size is passed alongside.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(op("open (no symlinks)", path)(nix::Error::last()));
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn cstring(path: &Path, what: &'static str) -> Result<CString, MountError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| MountError::Op {
+        what,
+        path: path.to_path_buf(),
+        source: nix::Error::EINVAL,
+    })
+}
+
+/// Binds `src` (with everything mounted below it) onto `dst` through descriptors:
+/// `open_tree(OPEN_TREE_CLONE)` of a symlink-free `src`, `move_mount` onto a symlink-free
+/// `dst`. Nothing can be swapped between resolving the paths and mounting.
 fn bind(src: &Path, dst: &Path) -> Result<(), MountError> {
-    mount(
-        Some(src),
-        dst,
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
-    )
-    .map_err(op("bind", dst))
+    const OPEN_TREE_CLONE: u32 = 1;
+    const OPEN_TREE_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
+    const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+    const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+    let from = open_no_symlinks(src)?;
+    let to = open_no_symlinks(dst)?;
+    // SAFETY: `from` is a valid descriptor and the empty path is a valid C string; with
+    // AT_EMPTY_PATH the kernel clones the mount tree `from` refers to.
+    let tree = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            from.as_raw_fd(),
+            c"".as_ptr(),
+            OPEN_TREE_CLONE
+                | OPEN_TREE_CLOEXEC
+                | libc::AT_RECURSIVE as u32
+                | libc::AT_EMPTY_PATH as u32,
+        )
+    };
+    if tree < 0 {
+        return Err(op("open_tree", src)(nix::Error::last()));
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
+    // SAFETY: both descriptors are valid and both paths are empty C strings, as the two
+    // *_EMPTY_PATH flags require.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            to.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    if rc != 0 {
+        return Err(op("move_mount", dst)(nix::Error::last()));
+    }
+    Ok(())
 }
 
 fn bind_ro(src: &Path, dst: &Path) -> Result<(), MountError> {
@@ -313,3 +391,7 @@ fn pivot(root: &Path) -> Result<(), MountError> {
     umount2(".", MntFlags::MNT_DETACH).map_err(op("detach old root", root))?;
     std::env::set_current_dir("/").map_err(io("chdir", Path::new("/")))
 }
+
+#[cfg(test)]
+#[path = "mount_tests.rs"]
+mod tests;

@@ -35,12 +35,17 @@ pub struct RunDir {
 }
 
 impl RunDir {
+    /// Creates the directory below the caller's TMPDIR (resolved: the mount code refuses
+    /// symlinks on every path it mounts).
     pub fn create() -> Result<RunDir, SpawnError> {
         use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir()
+            .canonicalize()
+            .map_err(SpawnError::RunDir)?;
         let dir = tempfile::Builder::new()
             .prefix("warden-")
             .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
+            .tempdir_in(base)
             .map_err(SpawnError::RunDir)?;
         for sub in ["root", "tmp"] {
             std::fs::create_dir(dir.path().join(sub)).map_err(SpawnError::RunDir)?;
