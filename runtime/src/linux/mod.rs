@@ -13,6 +13,7 @@
 
 pub mod backend;
 pub mod cgroup;
+pub mod clone;
 pub mod harden;
 pub mod init;
 pub mod landlock;
