@@ -610,3 +610,289 @@ fn a_symlinked_tmpdir_base_still_works() {
     assert!(Path::new(stdout.trim()).starts_with(&real), "{stdout}");
     assert_nothing_left(&env);
 }
+
+/// Where a cgroup named `name` made by a child of this process could be: below this process's
+/// own cgroup in every mounted cgroup v2 and v1 hierarchy (warden makes its leaves there).
+fn cgroup_dirs_named(name: &str) -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut dirs = Vec::new();
+    for line in mounts.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        let pre: Vec<&str> = pre.split(' ').collect();
+        let mut post = post.split(' ');
+        let (fstype, _, options) = (post.next(), post.next(), post.next().unwrap_or(""));
+        let own_path = match fstype {
+            Some("cgroup2") => own.lines().find_map(|l| l.strip_prefix("0::")),
+            Some("cgroup") => own.lines().find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                (id != "0"
+                    && !controllers.is_empty()
+                    && controllers
+                        .split(',')
+                        .all(|c| options.split(',').any(|o| o == c)))
+                .then_some(path)
+            }),
+            _ => None,
+        };
+        let (Some(own_path), Some(root), Some(mount)) = (own_path, pre.get(3), pre.get(4)) else {
+            continue;
+        };
+        let rel = own_path
+            .strip_prefix(root.trim_end_matches('/'))
+            .unwrap_or(own_path)
+            .trim_start_matches('/');
+        dirs.push(Path::new(mount).join(rel).join(name));
+    }
+    dirs
+}
+
+/// Runs `warden run --settings SETTINGS -- sh -c SCRIPT` with `stdin` as its input and returns
+/// the output and warden's pid (which names its cgroups: `warden-<pid>`). `during` runs once
+/// the command has printed `ready`.
+fn run_with_limits(
+    env: &TestEnv,
+    settings: &str,
+    script: &str,
+    during: impl FnOnce(u32),
+) -> (Output, u32) {
+    let st = env.write_settings("limits.json", settings);
+    let mut child = env
+        .command()
+        .args(["run", "--settings", st.to_str().unwrap(), "--", "sh", "-c"])
+        .arg(format!("echo ready; read go; {script}"))
+        .env("TMPDIR", run_base(env))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut ready = [0u8; 6];
+    let got = child.stdout.as_mut().unwrap().read_exact(&mut ready);
+    if got.is_ok() && &ready == b"ready\n" {
+        during(pid);
+    }
+    // Closing stdin after the line lets `read` return even if `during` panicked.
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(b"go\n");
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let out = Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        got.is_ok() && &ready == b"ready\n",
+        "the sandbox never got ready: {out:?}"
+    );
+    (out, pid)
+}
+
+/// Asserts no cgroup of warden run `pid` is left in any hierarchy (v2 leaf and v1 leaves).
+/// Removes what is left before failing, so a failed test leaves nothing behind either.
+fn assert_no_cgroup_left(pid: u32) {
+    let left: Vec<PathBuf> = cgroup_dirs_named(&format!("warden-{pid}"))
+        .into_iter()
+        .filter(|d| d.exists())
+        .collect();
+    for dir in &left {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        for _ in 0..100 {
+            if std::fs::remove_dir(dir).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
+}
+
+#[test]
+fn pids_max_stops_a_fork_burst_and_leaves_no_cgroup() {
+    let env = TestEnv::new();
+    // dash gives up at the first failed fork ("Cannot fork"), so the last `started=` line is
+    // how many background processes the limit let through.
+    let (out, pid) = run_with_limits(
+        &env,
+        r#"{"warden": {"limits": {"pidsMax": 20}}}"#,
+        "for i in $(seq 60); do sleep 2 & echo started=$i; done; echo all-started; wait",
+        |pid| {
+            // While it runs, the limit sits in a pids cgroup of the sandbox (the v2 leaf, or
+            // the v1 leaf in a hybrid layout) — seen from outside.
+            let limited: Vec<PathBuf> = cgroup_dirs_named(&format!("warden-{pid}"))
+                .into_iter()
+                .filter(|d| {
+                    std::fs::read_to_string(d.join("pids.max")).is_ok_and(|v| v.trim() == "20")
+                })
+                .collect();
+            assert_eq!(limited.len(), 1, "no cgroup with pids.max 20: {limited:?}");
+        },
+    );
+    let started = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("started="))
+        .filter_map(|n| n.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(!out.stdout.contains("all-started"), "{out:?}");
+    assert!(
+        (1..20).contains(&started),
+        "{started} of 60 background processes started under pidsMax 20: {out:?}"
+    );
+    assert!(
+        out.stderr.contains("fork") || out.stderr.contains("Resource temporarily unavailable"),
+        "{out:?}"
+    );
+    assert_no_cgroup_left(pid);
+    assert_nothing_left(&env);
+}
+
+#[test]
+fn memory_max_stops_a_large_allocation() {
+    let env = TestEnv::new();
+    let (out, pid) = run_with_limits(
+        &env,
+        r#"{"warden": {"limits": {"memoryMax": 67108864}}}"#,
+        "/usr/bin/python3 -c 'b = bytearray(16*1024*1024); print(\"small-ok\")'; \
+         /usr/bin/python3 -c 'b = bytearray(200*1024*1024); print(\"big-ok\")'; \
+         echo big-exit=$?",
+        |pid| {
+            let limited = cgroup_dirs_named(&format!("warden-{pid}"))
+                .into_iter()
+                .any(|d| {
+                    ["memory.max", "memory.limit_in_bytes"].iter().any(|f| {
+                        std::fs::read_to_string(d.join(f)).is_ok_and(|v| v.trim() == "67108864")
+                    })
+                });
+            assert!(limited, "no cgroup with a 64 MiB memory limit");
+        },
+    );
+    // Below the limit python works, so a failure above it is the limit's doing.
+    assert!(out.stdout.contains("small-ok"), "{out:?}");
+    assert!(!out.stdout.contains("big-ok"), "{out:?}");
+    let code = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("big-exit="))
+        .unwrap_or_else(|| panic!("no exit status: {out:?}"));
+    // 137: killed by the OOM killer; 1: MemoryError.
+    assert!(
+        code == "137" || (code == "1" && out.stderr.contains("MemoryError")),
+        "big allocation exited {code}: {out:?}"
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_no_cgroup_left(pid);
+    assert_nothing_left(&env);
+}
+
+#[test]
+fn sigkill_of_a_limited_run_leaves_no_cgroup() {
+    let env = TestEnv::new();
+    let mut before = Vec::new();
+    let (out, pid) = run_with_limits(
+        &env,
+        r#"{"warden": {"limits": {"pidsMax": 50, "memoryMax": 268435456, "cpuMax": "max"}}}"#,
+        "sleep 30",
+        |pid| {
+            before = cgroup_dirs_named(&format!("warden-{pid}"))
+                .into_iter()
+                .filter(|d| d.exists())
+                .collect();
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        },
+    );
+    assert_eq!(out.code, -1, "warden was not killed: {out:?}");
+    // The v2 leaf and, in a hybrid layout, the pids, memory and cpu leaves in cgroup v1.
+    assert!(!before.is_empty(), "no cgroup while the sandbox ran");
+    // The janitor removes them all.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && before.iter().any(|d| d.exists()) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_no_cgroup_left(pid);
+    assert_nothing_left(&env);
+}
+
+#[test]
+fn a_limit_that_no_hierarchy_can_enforce_is_refused() {
+    let env = TestEnv::new();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let v1_pids = mounts.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut post = post.split(' ');
+        let (fstype, _, options) = (post.next()?, post.next()?, post.next()?);
+        (fstype == "cgroup" && options.split(',').any(|o| o == "pids"))
+            .then(|| pre.split(' ').nth(4).map(str::to_string))?
+    });
+    let Some(v1_pids) = v1_pids else {
+        eprintln!("skipped: `pids` is not bound to cgroup v1 here (no fallback to take away)");
+        return;
+    };
+    // In a private mount namespace the v1 pids hierarchy is read-only, and the v2 hierarchy
+    // has no `pids` (a controller is bound to one hierarchy at a time): nothing can enforce
+    // pidsMax, so warden must refuse to run rather than run unlimited.
+    let st = env.write_settings("s.json", r#"{"warden": {"limits": {"pidsMax": 20}}}"#);
+    let template = env.command();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        r#"mount -o remount,bind,ro "$0" && exec "$@""#,
+        &v1_pids,
+    ])
+    .arg(template.get_program())
+    .args([
+        "run",
+        "--settings",
+        st.to_str().unwrap(),
+        "--",
+        "touch",
+        "ran",
+    ]);
+    if let Some(dir) = template.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    for (name, value) in template.get_envs() {
+        match value {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
+    }
+    cmd.env("TMPDIR", run_base(&env));
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // unshare and sh exec: the pid is warden's.
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("controller `pids` is not available")
+            && stderr.contains("which warden cannot use")
+            && stderr.contains("not writable"),
+        "{stderr}"
+    );
+    assert!(!env.project().join("ran").exists(), "the command ran");
+    assert_no_cgroup_left(pid);
+    assert_nothing_left(&env);
+}

@@ -62,7 +62,7 @@ impl Backend for LinuxBackend {
             &RealFs,
         )?;
         let cgroup = match Cgroup::create(&format!("{}", std::process::id())) {
-            Ok(cg) => {
+            Ok(mut cg) => {
                 cg.apply_limits(&limits(policy))
                     .map_err(BackendError::Limits)?;
                 Some(cg)
@@ -75,7 +75,7 @@ impl Backend for LinuxBackend {
             }
             Err(e) => return Err(SpawnError::Cgroup(e).into()),
         };
-        let janitor = Janitor::start(run_dir.path(), cgroup.as_ref().map(|c| c.path()))?;
+        let janitor = Janitor::start(run_dir.path(), cgroup.as_ref())?;
         // Blocked before the sandbox exists, so no forwarded signal is lost.
         super::init::signal_set()
             .thread_block()

@@ -135,6 +135,7 @@ fn controller_unavailable_error_names_controller_and_v1_binding() {
         parent: PathBuf::from("/sys/fs/cgroup/unified"),
         available: "hugetlb".into(),
         v1_mount: Some(PathBuf::from("/sys/fs/cgroup/pids")),
+        v1_problem: Some("/sys/fs/cgroup/pids is not writable: EROFS".into()),
     };
     let msg = e.to_string();
     assert!(msg.contains("controller `pids` is not available"), "{msg}");
@@ -143,6 +144,35 @@ fn controller_unavailable_error_names_controller_and_v1_binding() {
         msg.contains("cgroup v1 hierarchy at /sys/fs/cgroup/pids"),
         "{msg}"
     );
+    assert!(
+        msg.contains("which warden cannot use (/sys/fs/cgroup/pids is not writable: EROFS)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn v1_membership_and_cpu_conversion() {
+    let text = "9:name=systemd:/\n4:memory:/process_api/x\n2:cpu,cpuacct:/a\n0::/\n";
+    assert_eq!(
+        v1_path_in(text, "memory").as_deref(),
+        Some("/process_api/x")
+    );
+    assert_eq!(v1_path_in(text, "cpu").as_deref(), Some("/a"));
+    assert_eq!(v1_path_in(text, "cpuacct").as_deref(), Some("/a"));
+    assert_eq!(v1_path_in(text, "pids"), None);
+    // The v2 line never counts as a v1 hierarchy, whatever its (empty) controller list.
+    assert_eq!(v1_path_in("0::/x\n", ""), None);
+    assert_eq!(
+        v1_hierarchy_in(HYBRID, "memory"),
+        Some((PathBuf::from("/sys/fs/cgroup/memory"), "/".to_string()))
+    );
+    assert_eq!(v1_cpu("max"), Some((-1, 100_000)));
+    assert_eq!(v1_cpu("50000"), Some((50_000, 100_000)));
+    assert_eq!(v1_cpu("50000 200000"), Some((50_000, 200_000)));
+    assert_eq!(v1_cpu("max 250000"), Some((-1, 250_000)));
+    assert_eq!(v1_cpu("half"), None);
+    assert_eq!(v1_cpu("0"), None);
+    assert_eq!(v1_cpu("99999999999999999999"), None);
 }
 
 // ---- against the real hierarchy (root; CI=true turns a missing prerequisite into a failure) --
@@ -296,7 +326,7 @@ fn empty_limits_are_a_no_op_and_bad_cpu_max_is_refused() {
     if writable_own_cgroup().is_none() {
         return;
     }
-    let cg = Cgroup::create(&unique("nolimit")).unwrap();
+    let mut cg = Cgroup::create(&unique("nolimit")).unwrap();
     cg.apply_limits(&Limits::default()).unwrap();
     let err = cg
         .apply_limits(&Limits {
@@ -305,13 +335,16 @@ fn empty_limits_are_a_no_op_and_bad_cpu_max_is_refused() {
         })
         .unwrap_err();
     assert!(matches!(err, CgroupError::InvalidCpuMax(_)), "{err}");
+    assert!(cg.v1_leaves().is_empty(), "{:?}", cg.v1_leaves());
     cg.remove().unwrap();
 }
 
-/// Asserts `apply_limits` fails closed with `ControllerUnavailable` naming `controller`.
-fn assert_unavailable(cg: &Cgroup, limits: &Limits, controller: &str) {
-    let before =
-        fs::read_to_string(cg.path().parent().unwrap().join("cgroup.subtree_control")).unwrap();
+/// Asserts `apply_limits` fails closed with `ControllerUnavailable` naming `controller`, and
+/// changes neither the parent's `subtree_control` nor the set of v1 leaves.
+fn assert_unavailable(cg: &mut Cgroup, limits: &Limits, controller: &str) {
+    let control = cg.path().parent().unwrap().join("cgroup.subtree_control");
+    let before = fs::read_to_string(&control).unwrap();
+    let leaves = cg.v1_leaves().to_vec();
     let err = cg.apply_limits(limits).unwrap_err();
     let msg = err.to_string();
     match err {
@@ -319,12 +352,81 @@ fn assert_unavailable(cg: &Cgroup, limits: &Limits, controller: &str) {
         other => panic!("expected ControllerUnavailable for {controller}, got {other}"),
     }
     assert!(msg.contains(&format!("`{controller}`")), "{msg}");
-    let after =
-        fs::read_to_string(cg.path().parent().unwrap().join("cgroup.subtree_control")).unwrap();
+    let after = fs::read_to_string(&control).unwrap();
     assert_eq!(
         before, after,
         "a failed apply_limits changed subtree_control"
     );
+    assert_eq!(
+        cg.v1_leaves(),
+        leaves.as_slice(),
+        "a failed apply_limits made v1 leaves"
+    );
+}
+
+/// Where a limit on `controller` is enforced for leaves below `own`: `Some(true)` in the v2
+/// leaf, `Some(false)` in a cgroup v1 leaf, `None` nowhere (then `apply_limits` must fail
+/// closed). Under CI=true `None` is a failure: the reference machine (hybrid layout, root)
+/// enforces every limit one way or the other.
+fn enforcement(own: &Path, controller: &str) -> Option<bool> {
+    if controllers(own).unwrap().contains(controller) {
+        return Some(true);
+    }
+    match v1_fallback_parent(controller) {
+        Ok(_) => Some(false),
+        Err(why) => {
+            assert!(
+                !in_ci(),
+                "CI=true but `{controller}` can be enforced neither in {} nor in cgroup v1: {why}",
+                own.display()
+            );
+            eprintln!("`{controller}` cannot be enforced here ({why}): checking the error");
+            None
+        }
+    }
+}
+
+/// The directory holding `controller`'s limit files for `cg`: the v2 leaf, or `cg`'s leaf in
+/// the controller's v1 hierarchy (which must be one of `cg.v1_leaves()`).
+fn limit_dir(cg: &Cgroup, controller: &str, in_v2: bool) -> PathBuf {
+    if in_v2 {
+        return cg.path().to_path_buf();
+    }
+    let leaf = v1_fallback_parent(controller)
+        .unwrap()
+        .join(cg.path().file_name().unwrap());
+    assert!(
+        cg.v1_leaves().contains(&leaf),
+        "{} is not among the v1 leaves {:?}",
+        leaf.display(),
+        cg.v1_leaves()
+    );
+    assert!(leaf.is_dir(), "{}", leaf.display());
+    leaf
+}
+
+fn read_trim(path: &Path) -> String {
+    fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// Every directory of `cg`: the v2 leaf and the v1 leaves.
+fn all_dirs(cg: &Cgroup) -> Vec<PathBuf> {
+    std::iter::once(cg.path().to_path_buf())
+        .chain(cg.v1_leaves().iter().cloned())
+        .collect()
+}
+
+fn assert_gone(dirs: &[PathBuf]) {
+    for d in dirs {
+        assert!(!d.exists(), "cgroup {} left behind", d.display());
+    }
+}
+
+fn members(dir: &Path) -> BTreeSet<i32> {
+    procs_of(dir).unwrap().into_iter().collect()
 }
 
 #[test]
@@ -332,27 +434,19 @@ fn pids_limit_caps_a_fork_burst_or_fails_closed() {
     let Some(own) = writable_own_cgroup() else {
         return;
     };
-    let cg = Cgroup::create(&unique("pids")).unwrap();
+    let mut cg = Cgroup::create(&unique("pids")).unwrap();
     let limits = Limits {
         pids_max: Some(5),
         ..Limits::default()
     };
-    if !controllers(&own).unwrap().contains("pids") {
-        eprintln!(
-            "pids controller not available in {} (hybrid layout): checking the error",
-            own.display()
-        );
-        assert_unavailable(&cg, &limits, "pids");
+    let Some(in_v2) = enforcement(&own, "pids") else {
+        assert_unavailable(&mut cg, &limits, "pids");
         cg.remove().unwrap();
         return;
-    }
+    };
     cg.apply_limits(&limits).unwrap();
-    assert_eq!(
-        fs::read_to_string(cg.path().join("pids.max"))
-            .unwrap()
-            .trim(),
-        "5"
-    );
+    let dir = limit_dir(&cg, "pids", in_v2);
+    assert_eq!(read_trim(&dir.join("pids.max")), "5");
     let mut child = Command::new("sh")
         .args([
             "-c",
@@ -362,20 +456,39 @@ fn pids_limit_caps_a_fork_burst_or_fails_closed() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    cg.add_pid(i32::try_from(child.id()).unwrap()).unwrap();
+    let pid = i32::try_from(child.id()).unwrap();
+    cg.add_pid(pid).unwrap();
+    for d in all_dirs(&cg) {
+        assert_eq!(members(&d), BTreeSet::from([pid]), "{}", d.display());
+    }
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut peak = 0u64;
     wait_until("the fork burst to hit pids.max", || {
-        let events = fs::read_to_string(cg.path().join("pids.events")).unwrap();
-        events
+        let current: u64 = read_trim(&dir.join("pids.current")).parse().unwrap();
+        peak = peak.max(current);
+        fs::read_to_string(dir.join("pids.events"))
+            .unwrap()
             .lines()
             .any(|l| l.strip_prefix("max ").is_some_and(|n| n != "0"))
     });
-    let current: u64 = fs::read_to_string(cg.path().join("pids.current"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(current <= 5, "pids.current {current} > pids.max 5");
+    assert!(peak <= 5, "pids.current reached {peak} > pids.max 5");
+    // The kernel's own high-water mark, where it has one (Linux 6.12+).
+    if let Ok(p) = fs::read_to_string(dir.join("pids.peak")) {
+        let p: u64 = p.trim().parse().unwrap();
+        assert!(p <= 5, "pids.peak {p} > pids.max 5");
+    }
+    // The forked children are in every leaf, like the process that was placed.
+    wait_until("the same processes in every leaf", || {
+        let v2 = members(cg.path());
+        cg.v1_leaves().iter().all(|l| members(l) == v2)
+    });
+    let inside = members(&dir);
+    assert!(
+        !inside.is_empty() && inside.len() <= 5,
+        "{} holds {inside:?}",
+        dir.display()
+    );
+    let dirs = all_dirs(&cg);
     cg.kill_all().unwrap();
     let mut stderr = String::new();
     child
@@ -385,10 +498,9 @@ fn pids_limit_caps_a_fork_burst_or_fails_closed() {
         .read_to_string(&mut stderr)
         .unwrap();
     child.wait().unwrap();
-    assert!(!stderr.is_empty(), "no fork failed");
-    let path = cg.path().to_path_buf();
+    assert!(stderr.contains("fork"), "no fork failed: {stderr:?}");
     cg.remove().unwrap();
-    assert!(!path.exists());
+    assert_gone(&dirs);
 }
 
 #[test]
@@ -396,40 +508,158 @@ fn memory_and_cpu_limits_apply_or_fail_closed() {
     let Some(own) = writable_own_cgroup() else {
         return;
     };
-    let available = controllers(&own).unwrap();
-    let cg = Cgroup::create(&unique("memcpu")).unwrap();
+    let mut cg = Cgroup::create(&unique("memcpu")).unwrap();
+    let bytes = 64u64 << 20;
     let memory = Limits {
-        memory_max: Some(64 << 20),
+        memory_max: Some(bytes),
         ..Limits::default()
     };
-    if available.contains("memory") {
-        cg.apply_limits(&memory).unwrap();
-        let v = fs::read_to_string(cg.path().join("memory.max")).unwrap();
-        assert_eq!(v.trim(), (64u64 << 20).to_string());
-    } else {
-        assert_unavailable(&cg, &memory, "memory");
+    let memory_where = enforcement(&own, "memory");
+    match memory_where {
+        Some(true) => {
+            cg.apply_limits(&memory).unwrap();
+            assert_eq!(read_trim(&cg.path().join("memory.max")), bytes.to_string());
+        }
+        Some(false) => {
+            cg.apply_limits(&memory).unwrap();
+            let dir = limit_dir(&cg, "memory", false);
+            assert_eq!(
+                read_trim(&dir.join("memory.limit_in_bytes")),
+                bytes.to_string()
+            );
+            let memsw = dir.join("memory.memsw.limit_in_bytes");
+            if memsw.exists() {
+                assert_eq!(read_trim(&memsw), bytes.to_string());
+            } else {
+                eprintln!("no swap accounting here: memory.memsw.limit_in_bytes is absent");
+            }
+        }
+        None => assert_unavailable(&mut cg, &memory, "memory"),
     }
-    let cpu = Limits {
-        cpu_max: Some("50000 100000".into()),
-        ..Limits::default()
-    };
-    if available.contains("cpu") {
-        cg.apply_limits(&cpu).unwrap();
-        let v = fs::read_to_string(cg.path().join("cpu.max")).unwrap();
-        assert_eq!(v.trim(), "50000 100000");
-    } else {
-        assert_unavailable(&cg, &cpu, "cpu");
+    let cpu_where = enforcement(&own, "cpu");
+    for (value, v2_reads, quota, period) in [
+        ("50000 100000", "50000 100000", "50000", "100000"),
+        ("max", "max 100000", "-1", "100000"),
+        ("20000 50000", "20000 50000", "20000", "50000"),
+    ] {
+        let cpu = Limits {
+            cpu_max: Some(value.into()),
+            ..Limits::default()
+        };
+        match cpu_where {
+            Some(true) => {
+                cg.apply_limits(&cpu).unwrap();
+                assert_eq!(read_trim(&cg.path().join("cpu.max")), v2_reads);
+            }
+            Some(false) => {
+                cg.apply_limits(&cpu).unwrap();
+                let dir = limit_dir(&cg, "cpu", false);
+                assert_eq!(read_trim(&dir.join("cpu.cfs_quota_us")), quota, "{value}");
+                assert_eq!(read_trim(&dir.join("cpu.cfs_period_us")), period, "{value}");
+            }
+            None => assert_unavailable(&mut cg, &cpu, "cpu"),
+        }
     }
-    // All three at once fail on the first missing controller and write nothing.
+    // All three at once: applied where each can be, or refused on the first controller that
+    // cannot be enforced, writing nothing.
     let all = Limits {
         pids_max: Some(5),
-        memory_max: Some(64 << 20),
+        memory_max: Some(bytes),
         cpu_max: Some("max".into()),
     };
-    if let Some(missing) = LIMIT_CONTROLLERS.iter().find(|c| !available.contains(**c)) {
-        assert_unavailable(&cg, &all, missing);
+    let missing = LIMIT_CONTROLLERS
+        .iter()
+        .find(|c| enforcement(&own, c).is_none());
+    match missing {
+        Some(missing) => assert_unavailable(&mut cg, &all, missing),
+        None => {
+            cg.apply_limits(&all).unwrap();
+            // One leaf per v1 hierarchy in use, however often limits were applied.
+            let mut parents: Vec<PathBuf> = LIMIT_CONTROLLERS
+                .iter()
+                .filter(|c| enforcement(&own, c) == Some(false))
+                .map(|c| v1_fallback_parent(c).unwrap())
+                .collect();
+            parents.sort();
+            parents.dedup();
+            assert_eq!(cg.v1_leaves().len(), parents.len(), "{:?}", cg.v1_leaves());
+        }
     }
-    let path = cg.path().to_path_buf();
-    cg.remove().unwrap();
-    assert!(!path.exists());
+    // Dropping removes every leaf.
+    let dirs = all_dirs(&cg);
+    drop(cg);
+    assert_gone(&dirs);
+}
+
+/// Removes these cgroups when dropped, so a failed test leaves nothing behind.
+struct LeftoverGuard(Vec<PathBuf>);
+
+impl Drop for LeftoverGuard {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = remove_leftover(d);
+        }
+    }
+}
+
+#[test]
+fn leftover_cgroups_are_removed_and_nothing_else_is_touched() {
+    let Some(own) = writable_own_cgroup() else {
+        return;
+    };
+    // Refused: a name warden does not use, and a `warden-*` directory that is no cgroup (the
+    // pid listed in its `cgroup.procs` must survive).
+    let bystander = Command::new("sleep").arg("30").spawn().unwrap();
+    let fake = tempfile::Builder::new()
+        .prefix("warden-")
+        .tempdir()
+        .unwrap();
+    fs::write(
+        fake.path().join("cgroup.procs"),
+        format!("{}\n", bystander.id()),
+    )
+    .unwrap();
+    for path in [fake.path().to_path_buf(), own.join("not-ours")] {
+        let err = remove_leftover(&path).unwrap_err();
+        assert!(matches!(err, CgroupError::NotACgroup(_)), "{err}");
+    }
+    assert!(fake.path().join("cgroup.procs").exists());
+    sleep(Duration::from_millis(50));
+    let mut bystander = bystander;
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "the bystander was killed"
+    );
+    assert_eq!(reap(bystander).signal(), Some(libc::SIGKILL));
+
+    // A sandbox cgroup whose supervisor is gone, with a v1 leaf for every limit that needs one.
+    let mut cg = Cgroup::create(&unique("left")).unwrap();
+    let limits = Limits {
+        pids_max: enforcement(&own, "pids").map(|_| 100),
+        memory_max: enforcement(&own, "memory").map(|_| 256 << 20),
+        cpu_max: enforcement(&own, "cpu").map(|_| "max".to_string()),
+    };
+    cg.apply_limits(&limits).unwrap();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    cg.add_pid(i32::try_from(child.id()).unwrap()).unwrap();
+    let dirs = all_dirs(&cg);
+    let v1 = cg.v1_leaves().to_vec();
+    // What a SIGKILLed supervisor leaves: no Drop, no remove. The guard cleans up if an
+    // assertion fails below.
+    std::mem::forget(cg);
+    let _guard = LeftoverGuard(dirs.clone());
+    // The v1 leaves first: v1 has no cgroup.kill, so this takes the pidfd kill loop.
+    for leaf in &v1 {
+        remove_leftover(leaf).unwrap();
+        assert!(!leaf.exists(), "{} left behind", leaf.display());
+    }
+    if !v1.is_empty() {
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    }
+    remove_leftover(&dirs[0]).unwrap();
+    assert_eq!(reap(child).signal(), Some(libc::SIGKILL));
+    assert_gone(&dirs);
+    // Gone already: nothing to do, no error.
+    remove_leftover(&dirs[0]).unwrap();
 }

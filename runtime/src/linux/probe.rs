@@ -1031,9 +1031,17 @@ fn cgroup_controllers() -> Vec<Probe> {
             let fix = match cgroup::v1_mount_of(c) {
                 Some(v1) => {
                     detail.push_str(&format!("; bound to cgroup v1 at {}", v1.display()));
+                    if let Ok(parent) = cgroup::v1_fallback_parent(c) {
+                        detail.push_str(&format!(
+                            "; {setting} is enforced there instead, in a leaf below {}",
+                            parent.display()
+                        ));
+                        return Probe::pass(name, detail);
+                    }
                     format!(
-                        "settings with {setting} are refused until `{c}` is in cgroup v2: boot \
-                         with systemd.unified_cgroup_hierarchy=1 (or cgroup_no_v1={c})"
+                        "settings with {setting} are refused until `{c}` is in cgroup v2 or its \
+                         cgroup v1 hierarchy is writable: boot with \
+                         systemd.unified_cgroup_hierarchy=1 (or cgroup_no_v1={c})"
                     )
                 }
                 None => format!(

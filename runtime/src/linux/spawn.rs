@@ -10,6 +10,7 @@
 use super::cgroup::Cgroup;
 use super::init::{signal_set, PLAN_FD_ENV};
 use super::plan::Plan;
+use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -81,42 +82,44 @@ pub const PLACEHOLDERS_FILE: &str = "placeholders.json";
 
 /// A running sandbox.
 pub struct Sandbox {
-    child: std::process::Child,
+    pid: nix::unistd::Pid,
     cgroup: Option<Cgroup>,
 }
 
-/// Starts the sandbox for `plan`. The forwarded signals must already be blocked in the
-/// calling thread (see [`run`]), so none is lost between spawn and wait.
+/// Starts the sandbox for `plan`, directly inside `cgroup` when there is one. The forwarded
+/// signals must already be blocked in the calling thread (see [`run`]), so none is lost
+/// between spawn and wait.
 pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError> {
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SpawnError::Start(e.into()))?;
-    let read_fd = read.as_raw_fd();
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg("__init")
-        .env_clear()
-        .env(PLAN_FD_ENV, read_fd.to_string());
-    // SAFETY: the closure runs between fork and exec in the child and only makes raw,
-    // async-signal-safe syscalls.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Keep the plan pipe open across exec.
-            if libc::fcntl(read_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().map_err(SpawnError::Start)?;
+    let cgroup_dir = match &cgroup {
+        Some(cg) => Some(std::fs::File::open(cg.path()).map_err(SpawnError::Start)?),
+        None => None,
+    };
+    let argv = [c"warden".to_owned(), c"__init".to_owned()];
+    let env = [CString::new(format!("{PLAN_FD_ENV}={}", read.as_raw_fd()))
+        .map_err(|e| SpawnError::Start(std::io::Error::other(e)))?];
+    let pid = super::clone::spawn(&super::clone::Spawn {
+        program: c"/proc/self/exe",
+        argv: &argv,
+        env: &env,
+        cgroup: cgroup_dir.as_ref().map(|f| f.as_raw_fd()),
+        keep_fd: Some(read.as_raw_fd()),
+        stdin: None,
+        stdout_stderr: None,
+        parent_death_signal: true,
+        new_process_group: false,
+    })
+    .map_err(SpawnError::Start)?;
     drop(read);
-    let sandbox = Sandbox { child, cgroup };
+    let sandbox = Sandbox {
+        pid: nix::unistd::Pid::from_raw(pid),
+        cgroup,
+    };
+    // CLONE_INTO_CGROUP takes the v2 leaf only: the cgroup v1 leaves of limits (hybrid
+    // layouts) get the process now, before the plan arrives, so it has run nothing unlimited.
     if let Some(cg) = &sandbox.cgroup {
-        let pid = i32::try_from(sandbox.child.id()).unwrap_or(i32::MAX);
-        if let Err(e) = cg.add_pid(pid) {
-            return Err(SpawnError::Cgroup(e));
-        }
+        cg.add_pid_to_v1_leaves(pid).map_err(SpawnError::Cgroup)?;
     }
     hand_over(write, plan)?;
     Ok(sandbox)
@@ -133,10 +136,7 @@ impl Sandbox {
     /// Forwards signals and waits; returns the command's exit code.
     pub fn wait(mut self) -> i32 {
         let set = signal_set();
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(i32::MAX));
-        let code = super::init::supervise(pid, &set);
-        // The child was reaped by supervise(); don't let Child try again.
-        let _ = self.child.try_wait();
+        let code = super::init::supervise(self.pid, &set);
         if let Some(cg) = self.cgroup.take() {
             let _ = cg.remove();
         }
@@ -147,20 +147,23 @@ impl Sandbox {
 /// Cleans up after the supervisor however it ends, SIGKILL included: `warden __janitor`, a
 /// separate process in its own process group (terminal signals do not reach it), whose stdin
 /// is a pipe only the supervisor can write to. On EOF — the supervisor is gone — it kills what
-/// is left in the sandbox's cgroup and removes the cgroup and the run directory. After a
-/// normal exit the supervisor has removed both already and the janitor finds nothing to do.
+/// is left in the sandbox's cgroups (the v2 leaf and any cgroup v1 leaves of limits) and
+/// removes them and the run directory. After a normal exit the supervisor has removed all of
+/// them already and the janitor finds nothing to do.
 pub struct Janitor {
     _write: OwnedFd,
 }
 
 impl Janitor {
-    pub fn start(run_dir: &Path, cgroup: Option<&Path>) -> Result<Janitor, SpawnError> {
+    /// Starts the janitor for `run_dir` and `cgroup`; call it after the cgroup's limits are
+    /// applied, so it knows every v1 leaf.
+    pub fn start(run_dir: &Path, cgroup: Option<&Cgroup>) -> Result<Janitor, SpawnError> {
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| SpawnError::Start(e.into()))?;
         let mut cmd = Command::new("/proc/self/exe");
         cmd.arg("__janitor").arg(run_dir);
         if let Some(cg) = cgroup {
-            cmd.arg(cg);
+            cmd.arg(cg.path()).args(cg.v1_leaves());
         }
         cmd.env_clear()
             .stdin(std::process::Stdio::from(read))
@@ -172,7 +175,7 @@ impl Janitor {
     }
 }
 
-/// Entry point of `warden __janitor RUNDIR [CGROUP]`. Never returns.
+/// Entry point of `warden __janitor RUNDIR [CGROUP [V1_LEAF]...]`. Never returns.
 pub fn janitor_main() -> ! {
     use nix::sys::signal::{signal, SigHandler, Signal};
     for sig in [
@@ -194,16 +197,11 @@ pub fn janitor_main() -> ! {
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with("warden-"))
     };
-    if let Some(cg) = args.get(1).filter(|p| is_ours(p)) {
-        if cg.exists() {
-            let _ = std::fs::write(cg.join("cgroup.kill"), "1");
-            for _ in 0..200 {
-                if std::fs::remove_dir(cg).is_ok() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-        }
+    // The v2 leaf first (`cgroup.kill` takes everything down), then the v1 leaves. Each is
+    // checked again to be a `warden-*` directory on a cgroup filesystem before anything in it
+    // is signalled.
+    for cg in args.iter().skip(1).filter(|p| is_ours(p)) {
+        let _ = super::cgroup::remove_leftover(cg);
     }
     if let Some(dir) = args.first().filter(|p| is_ours(p)) {
         if let Some(list) = std::fs::read(dir.join(PLACEHOLDERS_FILE))
