@@ -13,9 +13,8 @@ use super::plan::Plan;
 use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
@@ -160,17 +159,38 @@ impl Janitor {
     pub fn start(run_dir: &Path, cgroup: Option<&Cgroup>) -> Result<Janitor, SpawnError> {
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| SpawnError::Start(e.into()))?;
-        let mut cmd = Command::new("/proc/self/exe");
-        cmd.arg("__janitor").arg(run_dir);
+        let cstr = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|e| SpawnError::Start(std::io::Error::other(e)))
+        };
+        let mut argv = vec![
+            c"warden".to_owned(),
+            c"__janitor".to_owned(),
+            cstr(run_dir)?,
+        ];
         if let Some(cg) = cgroup {
-            cmd.arg(cg.path()).args(cg.v1_leaves());
+            argv.push(cstr(cg.path())?);
+            for leaf in cg.v1_leaves() {
+                argv.push(cstr(leaf)?);
+            }
         }
-        cmd.env_clear()
-            .stdin(std::process::Stdio::from(read))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .process_group(0);
-        cmd.spawn().map_err(SpawnError::Start)?;
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .map_err(SpawnError::Start)?;
+        // clone3 without CLONE_VFORK: the supervisor does not wait for the janitor's exec.
+        super::clone::spawn(&super::clone::Spawn {
+            program: c"/proc/self/exe",
+            argv: &argv,
+            env: &[],
+            cgroup: None,
+            keep_fd: None,
+            stdin: Some(read.as_raw_fd()),
+            stdout_stderr: Some(null.as_raw_fd()),
+            parent_death_signal: false,
+            new_process_group: true,
+        })
+        .map_err(SpawnError::Start)?;
         Ok(Janitor { _write: write })
     }
 }
