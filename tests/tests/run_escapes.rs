@@ -202,3 +202,50 @@ fn a_symlink_planted_in_one_run_does_not_widen_the_next() {
     assert!(String::from_utf8_lossy(&out2.stderr).contains("outside of what it names"));
     assert!(!outside.join("x").exists());
 }
+
+#[test]
+fn an_interactive_shell_works_under_a_pty() {
+    let env = TestEnv::new();
+    // A terminal session driven through a real pty (python's pty.fork), like a user typing.
+    let script = format!(
+        r#"
+import os, pty, time, select
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv({bin:?}, ["warden", "run", "--", "sh", "-i"])
+out = b""
+def drain(t):
+    global out
+    end = time.time() + t
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try: out += os.read(fd, 4096)
+            except OSError: return
+drain(0.5)
+os.write(fd, b"echo PTY-$((6*7)); test -t 0 && echo STDIN-IS-TTY; exit 5\n")
+drain(2.0)
+_, status = os.waitpid(pid, 0)
+print(out.decode(errors="replace"))
+print("EXIT", os.waitstatus_to_exitcode(status))
+"#,
+        bin = warden_tests::warden_bin()
+    );
+    let py = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(env.project())
+        .env("HOME", env.home())
+        .env("TMPDIR", env.root())
+        .env("WARDEN_MANAGED_SETTINGS", env.root().join("managed.json"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&py.stdout);
+    assert!(
+        stdout.contains("PTY-42"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    assert!(stdout.contains("STDIN-IS-TTY"), "{stdout}");
+    assert!(stdout.contains("EXIT 5"), "{stdout}");
+}
