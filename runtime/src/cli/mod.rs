@@ -146,10 +146,6 @@ fn error_chain(e: &anyhow::Error) -> String {
 pub fn run() -> i32 {
     // The sandbox's own entry point, exec'd by the supervisor inside the new namespaces.
     #[cfg(target_os = "linux")]
-    if std::env::args_os().nth(1).is_some_and(|a| a == "__init") {
-        crate::linux::init::main();
-    }
-    #[cfg(target_os = "linux")]
     if std::env::args_os().nth(1).is_some_and(|a| a == "__janitor") {
         crate::linux::spawn::janitor_main();
     }

@@ -113,3 +113,33 @@ pub fn spawn(s: &Spawn<'_>) -> std::io::Result<libc::pid_t> {
         libc::_exit(127)
     }
 }
+
+/// Forks with clone3, optionally straight into a cgroup. Returns `Ok(None)` in the child.
+///
+/// # Safety
+/// The calling process must be single-threaded: the child continues running ordinary Rust
+/// code (allocating, locking) on a copy of this process.
+pub unsafe fn fork_into(cgroup: Option<RawFd>) -> std::io::Result<Option<libc::pid_t>> {
+    let mut args = CloneArgs {
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd as u64;
+    }
+    // SAFETY: `args` is a valid clone_args of the size passed; without CLONE_VM the child gets
+    // a copy of the address space; the caller guarantees a single-threaded process.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    match pid {
+        p if p < 0 => Err(std::io::Error::last_os_error()),
+        0 => Ok(None),
+        p => Ok(Some(p as libc::pid_t)),
+    }
+}

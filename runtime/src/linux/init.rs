@@ -1,10 +1,11 @@
-//! `warden __init`: the sandbox side. The supervisor starts it inside fresh user, mount, pid,
-//! ipc, uts, net and cgroup namespaces; it reads the [`Plan`] from a pipe, forks the sandbox's
-//! pid 1, which builds the mount view, brings up `lo`, and forks the command. The command sets
+//! The sandbox side: a fork of the supervisor that enters fresh user, mount, pid,
+//! ipc, uts, net and cgroup namespaces once the supervisor says go, and forks the sandbox's
+//! pid 1, which builds the mount view from the [`Plan`], brings up `lo`, and forks the command. The command sets
 //! up a new session, rlimits, Landlock, drops every capability, sets no_new_privs, installs
 //! seccomp last and execs.
 //!
-//! Every process here is freshly exec'd and single-threaded, so allocating after fork is safe.
+//! Every process here is a fork of the single-threaded supervisor, so allocating after fork is
+//! safe.
 //! Signals: all three levels block the forwarded signals and SIGCHLD and wait for them with
 //! sigwaitinfo; a forwarded signal goes one level down, SIGCHLD reaps. Exit statuses pass up
 //! unchanged (a signal death as 128+N); warden's own failures exit 125.
@@ -16,12 +17,8 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-
-/// Environment variable naming the fd the plan arrives on.
-pub const PLAN_FD_ENV: &str = "WARDEN_PLAN_FD";
 
 /// Signals passed down to the command.
 pub const FORWARDED: &[Signal] = &[
@@ -58,12 +55,21 @@ fn fail(msg: impl std::fmt::Display) -> ! {
     std::process::exit(EXIT_WARDEN)
 }
 
-/// Entry point of `warden __init`. Never returns.
-pub fn main() -> ! {
-    let plan = match read_plan() {
-        Ok(p) => p,
-        Err(e) => fail(format_args!("sandbox init: {e}")),
-    };
+/// The sandbox side, in a fork of the supervisor. Waits for the supervisor's go on `go`,
+/// drops every descriptor but the standard streams, enters the namespaces and starts pid 1.
+/// Never returns.
+pub fn run(plan: &Plan, go: std::os::fd::OwnedFd) -> ! {
+    let mut byte = [0u8; 1];
+    let mut go = std::fs::File::from(go);
+    // EOF instead of the go byte: the supervisor failed before letting us run.
+    if !matches!(go.read(&mut byte), Ok(1)) {
+        std::process::exit(EXIT_WARDEN);
+    }
+    drop(go);
+    // Nothing of the supervisor's (janitor pipe, cgroup handles) stays open in the sandbox.
+    // SAFETY: close_range only closes descriptors; the objects that owned them in this forked
+    // copy are never used or dropped again (this function never returns).
+    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
     if let Err(e) = enter_namespaces() {
         fail(format_args!("entering the sandbox namespaces: {e}"));
     }
@@ -71,10 +77,10 @@ pub fn main() -> ! {
     if let Err(e) = set.thread_block() {
         fail(format_args!("blocking signals: {e}"));
     }
-    // SAFETY: this process is single-threaded (freshly exec'd), so fork is safe.
+    // SAFETY: this process is single-threaded (a fork of the single-threaded supervisor).
     match unsafe { fork() } {
         Err(e) => fail(format_args!("fork: {e}")),
-        Ok(ForkResult::Child) => pid1(&plan),
+        Ok(ForkResult::Child) => pid1(plan),
         Ok(ForkResult::Parent { child }) => {
             let code = supervise(child, &set);
             std::process::exit(code)
@@ -85,8 +91,8 @@ pub fn main() -> ! {
 /// A new user namespace with a one-line uid/gid map of the caller's own ids — which the
 /// kernel allows a process to write for itself, so root and unprivileged callers take the same
 /// path and the sandbox never holds capabilities in the host's user namespace — then new
-/// mount, pid, ipc, uts, net and cgroup namespaces. This happens after exec on purpose: an
-/// exec by a non-root uid would drop the capabilities the new user namespace grants.
+/// mount, pid, ipc, uts, net and cgroup namespaces. No exec may follow before the setup is done:
+/// an exec by a non-root uid would drop the capabilities the new user namespace grants.
 fn enter_namespaces() -> Result<(), String> {
     use nix::sched::{unshare, CloneFlags};
     let uid = nix::unistd::getuid().as_raw();
@@ -108,23 +114,6 @@ fn enter_namespaces() -> Result<(), String> {
             | CloneFlags::CLONE_NEWCGROUP,
     )
     .map_err(|e| format!("mount/pid/ipc/uts/net/cgroup namespaces: {e}"))
-}
-
-fn read_plan() -> Result<Plan, String> {
-    let fd: i32 = std::env::var(PLAN_FD_ENV)
-        .map_err(|_| format!("{PLAN_FD_ENV} is not set (warden __init is internal)"))?
-        .parse()
-        .map_err(|_| format!("{PLAN_FD_ENV} is not a number"))?;
-    if fd < 3 {
-        return Err(format!("{PLAN_FD_ENV} names a standard stream"));
-    }
-    // SAFETY: the supervisor passed this fd to us for exactly this purpose; we take sole
-    // ownership and close it after reading.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf)
-        .map_err(|e| format!("reading the plan: {e}"))?;
-    serde_json::from_slice(&buf).map_err(|e| format!("decoding the plan: {e}"))
 }
 
 /// Waits for `child`, forwarding signals to it; returns its exit code.

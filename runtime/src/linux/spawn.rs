@@ -2,13 +2,13 @@
 //! namespaces and uid/gid maps, the plan hand-over, signal forwarding, the exit status and
 //! the teardown.
 //!
-//! The sandbox starts as `/proc/self/exe __init` (a fresh exec, never a forked copy of this
-//! process), which enters its namespaces itself (see [`super::init`]). The plan arrives on a
-//! pipe only after the process sits in the sandbox's cgroup, so the first syscall of the
-//! command is already covered by anything keyed on the cgroup.
+//! The sandbox is a clone3 child of this still single-threaded process, created directly in
+//! the sandbox's cgroup (`CLONE_INTO_CGROUP`), which then enters its namespaces itself (see
+//! [`super::init`]); it waits for a go byte until its placement is complete, so the first
+//! syscall of the command is already covered by anything keyed on the cgroup.
 
 use super::cgroup::Cgroup;
-use super::init::{signal_set, PLAN_FD_ENV};
+use super::init::signal_set;
 use super::plan::Plan;
 use std::ffi::CString;
 use std::io::Write;
@@ -85,50 +85,47 @@ pub struct Sandbox {
     cgroup: Option<Cgroup>,
 }
 
-/// Starts the sandbox for `plan`, directly inside `cgroup` when there is one. The forwarded
-/// signals must already be blocked in the calling thread (see [`run`]), so none is lost
-/// between spawn and wait.
+/// Starts the sandbox for `plan`, directly inside `cgroup` when there is one. The child is a
+/// fork of this process, not an exec: this process must still be single-threaded (no async
+/// runtime yet), which also spares an exec and a plan round-trip. The child waits on a pipe
+/// until the supervisor has finished placing it (cgroup v1 leaves of limits), so it runs
+/// nothing unplaced. The forwarded signals must already be blocked in the calling thread, so
+/// none is lost between start and wait.
 pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError> {
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+    let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SpawnError::Start(e.into()))?;
     let cgroup_dir = match &cgroup {
         Some(cg) => Some(std::fs::File::open(cg.path()).map_err(SpawnError::Start)?),
         None => None,
     };
-    let argv = [c"warden".to_owned(), c"__init".to_owned()];
-    let env = [CString::new(format!("{PLAN_FD_ENV}={}", read.as_raw_fd()))
-        .map_err(|e| SpawnError::Start(std::io::Error::other(e)))?];
-    let pid = super::clone::spawn(&super::clone::Spawn {
-        program: c"/proc/self/exe",
-        argv: &argv,
-        env: &env,
-        cgroup: cgroup_dir.as_ref().map(|f| f.as_raw_fd()),
-        keep_fd: Some(read.as_raw_fd()),
-        stdin: None,
-        stdout_stderr: None,
-        parent_death_signal: true,
-        new_process_group: false,
-    })
-    .map_err(SpawnError::Start)?;
-    drop(read);
+    let supervisor = nix::unistd::getpid();
+    // SAFETY: the supervisor is single-threaded here (documented precondition of `start`).
+    let forked = unsafe { super::clone::fork_into(cgroup_dir.as_ref().map(|f| f.as_raw_fd())) }
+        .map_err(SpawnError::Start)?;
+    let Some(pid) = forked else {
+        // The child: die with the supervisor (checking it did not die already), then wait.
+        if super::harden::parent_death_signal(libc::SIGKILL).is_err()
+            || nix::unistd::getppid() != supervisor
+        {
+            std::process::exit(crate::cli::EXIT_WARDEN);
+        }
+        drop(go_write);
+        super::init::run(plan, go_read)
+    };
+    drop(go_read);
     let sandbox = Sandbox {
         pid: nix::unistd::Pid::from_raw(pid),
         cgroup,
     };
     // CLONE_INTO_CGROUP takes the v2 leaf only: the cgroup v1 leaves of limits (hybrid
-    // layouts) get the process now, before the plan arrives, so it has run nothing unlimited.
+    // layouts) get the process now, before it is let go.
     if let Some(cg) = &sandbox.cgroup {
         cg.add_pid_to_v1_leaves(pid).map_err(SpawnError::Cgroup)?;
     }
-    hand_over(write, plan)?;
+    let mut go = std::fs::File::from(go_write);
+    go.write_all(b"g")
+        .map_err(|e| SpawnError::Handover(e.to_string()))?;
     Ok(sandbox)
-}
-
-fn hand_over(write: OwnedFd, plan: &Plan) -> Result<(), SpawnError> {
-    let json = serde_json::to_vec(plan).map_err(|e| SpawnError::Handover(e.to_string()))?;
-    let mut f = std::fs::File::from(write);
-    f.write_all(&json)
-        .map_err(|e| SpawnError::Handover(e.to_string()))
 }
 
 impl Sandbox {
