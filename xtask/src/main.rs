@@ -20,6 +20,9 @@ const RUSTUP_COMPONENTS: &[&str] = &["rustfmt", "clippy"];
 /// Criterion benchmarks of the `warden` package (`runtime/benches/`).
 const BENCHES: &[&str] = &["decisions"];
 
+/// cargo-fuzz targets of the `warden` package (`runtime/fuzz/fuzz_targets/`).
+const FUZZ_TARGETS: &[&str] = &["settings", "host", "shell", "path"];
+
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
@@ -29,8 +32,16 @@ commands:
   ci                    setup, cargo fmt --check, clippy, build, test, demo: what CI runs
   demo                  build warden and show policy decisions for a demo project
   bench [NAME [ARGS]]   run criterion benchmarks (known: decisions); ARGS go to criterion
+  bench spawn [--runs N]
+                        start-up time of `warden run` against the bare command,
+                        bubblewrap and srt, interleaved, N rounds (default 200; srt
+                        every 4th); installs the peers if missing; writes
+                        target/bench-spawn.md
   vm-test               kernel-matrix tests under qemu (arrive with the auditing issue)
-  fuzz                  fuzzing (not implemented yet)
+  fuzz [TARGET] [--seconds N]
+                        fuzz each target (known: settings, host, shell, path), or the one
+                        named, for N seconds (default 60) with cargo-fuzz (installed if
+                        missing); fails when a target crashes
   help                  print this text
 ";
 
@@ -50,7 +61,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
         Some((command, rest)) => (command.as_str(), rest),
         None => ("", &[][..]),
     };
-    if !rest.is_empty() && command != "bench" {
+    if !rest.is_empty() && !matches!(command, "bench" | "fuzz") {
         return Ok(usage_error(&format!("`{command}` takes no arguments")));
     }
     match command {
@@ -62,10 +73,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
             eprintln!("xtask: vm-test arrives with the auditing issue; nothing to run yet");
             return Ok(ExitCode::from(2));
         }
-        "fuzz" => {
-            eprintln!("xtask: fuzz is not implemented yet");
-            return Ok(ExitCode::from(2));
-        }
+        "fuzz" => return fuzz(rest),
         "help" | "-h" | "--help" => print!("{USAGE}"),
         "" => return Ok(usage_error("no command given")),
         other => return Ok(usage_error(&format!("unknown command `{other}`"))),
@@ -168,6 +176,18 @@ fn rustup_components() -> Result<()> {
 }
 
 fn apt_packages() -> Result<()> {
+    apt_install(APT_PACKAGES)
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}
+
+/// Installs the missing ones of `packages` with apt-get.
+fn apt_install(packages: &[&str]) -> Result<()> {
     if Command::new("dpkg-query")
         .arg("--version")
         .output()
@@ -175,12 +195,12 @@ fn apt_packages() -> Result<()> {
     {
         println!(
             "setup: no dpkg-query (not Debian or Ubuntu?); make sure these are installed: {}",
-            APT_PACKAGES.join(" ")
+            packages.join(" ")
         );
         return Ok(());
     }
     let mut missing = Vec::new();
-    for &package in APT_PACKAGES {
+    for &package in packages {
         let out = Command::new("dpkg-query")
             .args(["-W", "-f=${Status}", package])
             .output()?;
@@ -191,14 +211,11 @@ fn apt_packages() -> Result<()> {
         }
     }
     if missing.is_empty() {
-        println!("setup: apt packages present: {}", APT_PACKAGES.join(" "));
+        println!("setup: apt packages present: {}", packages.join(" "));
         return Ok(());
     }
     println!("setup: installing apt packages: {}", missing.join(" "));
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| out.stdout.trim_ascii() == b"0");
+    let is_root = is_root();
     let apt_get = |args: &[&str]| {
         let mut cmd = Command::new(if is_root { "apt-get" } else { "sudo" });
         if !is_root {
@@ -455,12 +472,15 @@ fn demo() -> Result<()> {
 
 /// `bench [NAME [ARGS...]]`: one benchmark (ARGS go to criterion), or all of them.
 fn bench(args: &[String]) -> Result<ExitCode> {
+    if let Some(("spawn", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
+        return bench_spawn(rest);
+    }
     let (names, criterion_args) = match args.split_first() {
         None => (BENCHES.to_vec(), &[][..]),
         Some((name, rest)) if BENCHES.contains(&name.as_str()) => (vec![name.as_str()], rest),
         Some((name, _)) => {
             eprintln!(
-                "xtask: unknown benchmark `{name}`; known: {}",
+                "xtask: unknown benchmark `{name}`; known: {}, spawn",
                 BENCHES.join(", ")
             );
             return Ok(ExitCode::from(2));
@@ -476,4 +496,886 @@ fn bench(args: &[String]) -> Result<ExitCode> {
     println!("bench: {}", show(&cmd));
     run_cmd(&mut cmd)?;
     Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------
+// bench spawn
+
+/// Timed runs per variant and workload when `--runs` is not given.
+const SPAWN_RUNS: usize = 200;
+
+/// srt starts node, an HTTP and a SOCKS proxy and two socat bridges for every command (about a
+/// second each): it takes part in every `SRT_EVERY`-th round only, so it gets N/4 runs.
+const SRT_EVERY: usize = 4;
+
+/// Extra runs under GNU time for the peak-RSS column (srt: `SRT_RSS_RUNS`).
+const RSS_RUNS: usize = 20;
+const SRT_RSS_RUNS: usize = 3;
+
+/// The workloads: the shown name and the argv.
+const SPAWN_WORKLOADS: &[(&str, &[&str])] = &[
+    ("true", &["true"]),
+    ("sh -c 'ls / >/dev/null'", &["sh", "-c", "ls / >/dev/null"]),
+];
+
+/// srt's settings for the benchmark: the working directory writable, no network at all (an
+/// empty `allowedDomains` blocks everything), nothing hidden — what `warden run` does by default.
+const SRT_SETTINGS: &str = r#"{
+  "filesystem": { "denyRead": [], "allowWrite": ["."], "denyWrite": [] },
+  "network": { "allowedDomains": [], "deniedDomains": [] }
+}
+"#;
+
+/// What `bench spawn` needs for its peers, on top of `setup`: bubblewrap; socat and ripgrep,
+/// which srt refuses to start without (socat bridges its proxies into the sandbox, ripgrep
+/// looks for protected files); GNU time for the peak RSS.
+const BENCH_APT_PACKAGES: &[&str] = &["bubblewrap", "socat", "ripgrep", "time"];
+
+/// srt: the npm package and the command it installs.
+const SRT_NPM: (&str, &str) = ("@anthropic-ai/sandbox-runtime", "srt");
+
+/// Installs the peers `bench spawn` compares warden with, each only when missing. Not part of
+/// `setup` (so not of CI): nothing but this benchmark uses them, and a CI machine without
+/// bubblewrap keeps showing that warden does not need it.
+fn setup_bench() -> Result<()> {
+    let start = Instant::now();
+    apt_install(BENCH_APT_PACKAGES)?;
+    npm_global(SRT_NPM.0, SRT_NPM.1)?;
+    println!(
+        "setup: bench peers done in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `npm i -g PACKAGE` unless `COMMAND --version` already works.
+fn npm_global(package: &str, command: &str) -> Result<()> {
+    if let Ok(out) = Command::new(command).arg("--version").output() {
+        if out.status.success() {
+            let version = String::from_utf8_lossy(&out.stdout);
+            println!("setup: {command} {} present", version.trim());
+            return Ok(());
+        }
+    }
+    let mut install = Command::new(if is_root() { "npm" } else { "sudo" });
+    if !is_root() {
+        install.arg("npm");
+    }
+    install.args(["i", "-g", package]);
+    println!("setup: {command} is missing; {}", show(&install));
+    run_cmd(&mut install)
+}
+
+/// One way of running a workload: `prefix` then the workload's argv.
+struct Variant {
+    name: &'static str,
+    prefix: Vec<String>,
+    /// Takes part in every `every`-th round.
+    every: usize,
+    /// Why it is left out, once it is.
+    failed: Option<String>,
+}
+
+/// Where the variants run: a temporary project directory and HOME.
+struct SpawnEnv {
+    _tmp: tempfile::TempDir,
+    project: std::path::PathBuf,
+    home: std::path::PathBuf,
+    managed: std::path::PathBuf,
+}
+
+impl SpawnEnv {
+    /// `variant` running `workload`, with no stdio, in the project, with the private HOME.
+    fn command(&self, variant: &Variant, workload: &[&str]) -> Command {
+        let mut argv = variant
+            .prefix
+            .iter()
+            .map(String::as_str)
+            .chain(workload.iter().copied());
+        let mut cmd = Command::new(argv.next().unwrap_or("true"));
+        cmd.args(argv)
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("WARDEN_MANAGED_SETTINGS", &self.managed)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd
+    }
+}
+
+/// Nearest-rank percentile of sorted samples, in ms.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// `bench spawn [--runs N]`: the start-up cost of a sandboxed command, warden against bare,
+/// bubblewrap and srt, interleaved; prints a markdown table and writes target/bench-spawn.md.
+fn bench_spawn(args: &[String]) -> Result<ExitCode> {
+    let mut runs = SPAWN_RUNS;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let value = if arg == "--runs" {
+            match args.next() {
+                Some(value) => value.as_str(),
+                None => return Ok(usage_error("bench spawn: `--runs` needs a value")),
+            }
+        } else if let Some(value) = arg.strip_prefix("--runs=") {
+            value
+        } else {
+            return Ok(usage_error(&format!(
+                "bench spawn: unknown argument `{arg}`"
+            )));
+        };
+        match value.parse::<usize>() {
+            Ok(n) if n > 0 => runs = n,
+            _ => {
+                return Ok(usage_error(&format!(
+                    "bench spawn: `--runs {value}`: expected a positive whole number"
+                )))
+            }
+        }
+    }
+
+    if let Err(e) = setup_bench() {
+        println!("bench spawn: warning: installing the peers failed ({e:#}); going on with what is there");
+    }
+    let mut build = cargo(&["build", "--release", "-p", "warden"]);
+    println!("bench spawn: {}", show(&build));
+    run_cmd(&mut build)?;
+    // xtask runs from <target>/debug/; the release build is in <target>/release/.
+    let target = env::current_exe()?
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root().join("target"));
+    let warden = target.join("release").join("warden");
+    let busy = busy_compilers();
+    if !busy.is_empty() {
+        println!(
+            "bench spawn: warning: {} rustc process(es) running; the numbers will be skewed",
+            busy.len()
+        );
+    }
+
+    let tmp = tempfile::Builder::new()
+        .prefix("warden-bench-spawn-")
+        .tempdir()?;
+    let spawn_env = SpawnEnv {
+        project: tmp.path().join("project"),
+        home: tmp.path().join("home"),
+        managed: tmp.path().join("managed-settings.json"),
+        _tmp: tmp,
+    };
+    fs::create_dir_all(&spawn_env.project)?;
+    fs::create_dir_all(spawn_env.home.join(".config"))?;
+    let srt_settings = spawn_env.home.join("srt-settings.json");
+    fs::write(&srt_settings, SRT_SETTINGS)?;
+    let project = spawn_env.project.to_string_lossy().into_owned();
+    let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    let mut variants = vec![
+        Variant {
+            name: "bare",
+            prefix: Vec::new(),
+            every: 1,
+            failed: None,
+        },
+        Variant {
+            name: "warden",
+            prefix: vec![
+                warden.to_string_lossy().into_owned(),
+                "run".into(),
+                "--".into(),
+            ],
+            every: 1,
+            failed: None,
+        },
+        Variant {
+            name: "bwrap",
+            // --tmpfs /tmp before --bind: the project lives under /tmp, and a later tmpfs would
+            // hide it (bwrap then silently starts the command in / instead).
+            prefix: strs(&[
+                "bwrap",
+                "--unshare-all",
+                "--die-with-parent",
+                "--new-session",
+                "--ro-bind",
+                "/",
+                "/",
+                "--tmpfs",
+                "/tmp",
+                "--bind",
+                &project,
+                &project,
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--cap-drop",
+                "ALL",
+                "--",
+            ]),
+            every: 1,
+            failed: None,
+        },
+        Variant {
+            name: "srt",
+            prefix: strs(&["srt", "--settings", &srt_settings.to_string_lossy(), "--"]),
+            every: SRT_EVERY,
+            failed: None,
+        },
+    ];
+    let is_warden = |v: &Variant| v.name == "warden";
+
+    // Each variant and workload once with stderr captured (a failure says why), then twice
+    // more to warm the page cache.
+    for variant in &mut variants {
+        for &(shown, workload) in SPAWN_WORKLOADS {
+            if variant.failed.is_some() {
+                break;
+            }
+            let mut cmd = spawn_env.command(variant, workload);
+            cmd.stderr(std::process::Stdio::piped());
+            let why = match cmd.output() {
+                Ok(out) if out.status.success() => continue,
+                Ok(out) => format!(
+                    "`{}` failed ({}): {}",
+                    show(&cmd),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                Err(e) => format!("cannot start `{}`: {e}", show(&cmd)),
+            };
+            if is_warden(variant) {
+                bail!("warden fails on `{shown}`: {why}");
+            }
+            println!("bench spawn: leaving out {}: {why}", variant.name);
+            variant.failed = Some(why);
+        }
+    }
+    for _ in 0..2 {
+        for variant in variants
+            .iter()
+            .filter(|v| v.failed.is_none() && v.every == 1)
+        {
+            for &(_, workload) in SPAWN_WORKLOADS {
+                let _ = spawn_env.command(variant, workload).status();
+            }
+        }
+    }
+
+    // samples[w][v]: wall times in ms. Round-robin: every round runs each workload under each
+    // variant once, starting one variant later than the round before, so drift and position
+    // effects hit all variants alike.
+    let mut samples = vec![vec![Vec::<f64>::new(); variants.len()]; SPAWN_WORKLOADS.len()];
+    let srt_runs = runs.div_ceil(SRT_EVERY);
+    println!(
+        "\nbench spawn: {runs} rounds ({srt_runs} with srt), workloads: {}",
+        SPAWN_WORKLOADS
+            .iter()
+            .map(|(s, _)| *s)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let started = Instant::now();
+    for round in 0..runs {
+        for (w, &(shown, workload)) in SPAWN_WORKLOADS.iter().enumerate() {
+            let active: Vec<usize> = (0..variants.len())
+                .filter(|&v| variants[v].failed.is_none() && round % variants[v].every == 0)
+                .collect();
+            for k in 0..active.len() {
+                let v = active[(k + round) % active.len()];
+                let mut cmd = spawn_env.command(&variants[v], workload);
+                let start = Instant::now();
+                let status = cmd.status();
+                let ms = start.elapsed().as_secs_f64() * 1e3;
+                match status {
+                    Ok(status) if status.success() => samples[w][v].push(ms),
+                    result => {
+                        let why = match result {
+                            Ok(status) => format!("`{}` failed ({status})", show(&cmd)),
+                            Err(e) => format!("cannot start `{}`: {e}", show(&cmd)),
+                        };
+                        if is_warden(&variants[v]) {
+                            bail!("warden fails on `{shown}` in round {round}: {why}");
+                        }
+                        println!("bench spawn: leaving out {}: {why}", variants[v].name);
+                        variants[v].failed = Some(why);
+                    }
+                }
+            }
+        }
+        if (round + 1) % (runs / 10).max(1) == 0 {
+            println!(
+                "bench spawn: {}/{runs} rounds, {:.0}s",
+                round + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    // Peak RSS: GNU time's %M is the ru_maxrss wait4 returns for its child — the largest of
+    // that process and every descendant it (transitively) reaped.
+    let gnu_time = Path::new("/usr/bin/time");
+    let mut rss = vec![vec![None::<u64>; variants.len()]; SPAWN_WORKLOADS.len()];
+    if gnu_time.exists() {
+        let out_file = spawn_env.home.join("time.out");
+        for (w, &(_, workload)) in SPAWN_WORKLOADS.iter().enumerate() {
+            for (v, variant) in variants.iter().enumerate() {
+                if variant.failed.is_some() {
+                    continue;
+                }
+                let n = if variant.every == 1 {
+                    RSS_RUNS
+                } else {
+                    SRT_RSS_RUNS
+                };
+                for _ in 0..n {
+                    let timed = spawn_env.command(variant, workload);
+                    let mut cmd = Command::new(gnu_time);
+                    cmd.args(["-f", "%M", "-o"])
+                        .arg(&out_file)
+                        .arg(timed.get_program())
+                        .args(timed.get_args())
+                        .current_dir(&spawn_env.project)
+                        .envs(timed.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null());
+                    let ok = cmd.status().is_ok_and(|s| s.success());
+                    let kib = fs::read_to_string(&out_file)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok());
+                    if let (true, Some(kib)) = (ok, kib) {
+                        rss[w][v] = Some(rss[w][v].map_or(kib, |m: u64| m.max(kib)));
+                    }
+                }
+            }
+        }
+    } else {
+        println!("bench spawn: no GNU time at /usr/bin/time (apt `time`); no peak RSS");
+    }
+    let warden_procs = warden_process_peaks(&spawn_env, &variants[1])?;
+
+    let report = spawn_report(
+        runs,
+        &variants,
+        &samples,
+        &rss,
+        &warden_procs,
+        SpawnInfo {
+            project: &project,
+            srt_settings: &srt_settings.to_string_lossy(),
+            busy_compilers: busy.len(),
+        },
+    );
+    println!("\n{report}");
+    let out = target.join("bench-spawn.md");
+    fs::write(&out, &report).with_context(|| format!("cannot write {}", out.display()))?;
+    println!("bench spawn: written to {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Pids of running `rustc` processes (a build skews the numbers on a small machine).
+fn busy_compilers() -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "rustc")
+        })
+        .collect()
+}
+
+/// One process of a `warden run`: its place in the tree, and its VmHWM in KiB.
+struct ProcPeak {
+    role: String,
+    hwm_kib: u64,
+}
+
+/// Runs `warden run -- sleep 0.5` a few times and reads, 0.25 s in (setup done, command
+/// running), the peak RSS (VmHWM) of the supervisor and of each process below it. Keeps the
+/// highest per role.
+fn warden_process_peaks(spawn_env: &SpawnEnv, warden: &Variant) -> Result<Vec<ProcPeak>> {
+    let mut peaks: Vec<ProcPeak> = Vec::new();
+    for _ in 0..5 {
+        let mut child = spawn_env
+            .command(warden, &["sleep", "0.5"])
+            .spawn()
+            .context("cannot start warden")?;
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        // pid -> (ppid, cmdline, VmHWM) for every process we can read.
+        let mut procs = Vec::new();
+        for entry in fs::read_dir("/proc")?.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+                continue;
+            };
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            };
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            procs.push((
+                pid,
+                field("PPid:").unwrap_or(0),
+                args,
+                field("VmHWM:").unwrap_or(0),
+            ));
+        }
+        let mut queue = vec![(child.id(), 0usize)];
+        while let Some((pid, depth)) = queue.pop() {
+            let Some((_, _, args, hwm)) = procs.iter().find(|p| p.0 == pid) else {
+                continue;
+            };
+            let sub = args.get(1).map(String::as_str);
+            let role = match (depth, sub) {
+                (0, _) => "supervisor (`warden run`)".to_string(),
+                (1, Some("__janitor")) => "janitor (`warden __janitor`)".to_string(),
+                (1, Some("__init")) => "sandbox init (`warden __init`)".to_string(),
+                (2, Some("__init")) => "sandbox pid 1 (fork of `warden __init`)".to_string(),
+                _ => format!("the command (`{}`)", args.join(" ")),
+            };
+            match peaks.iter_mut().find(|p| p.role == role) {
+                Some(p) => p.hwm_kib = p.hwm_kib.max(*hwm),
+                None => peaks.push(ProcPeak {
+                    role,
+                    hwm_kib: *hwm,
+                }),
+            }
+            queue.extend(
+                procs
+                    .iter()
+                    .filter(|p| u64::from(pid) == p.1)
+                    .map(|p| (p.0, depth + 1)),
+            );
+        }
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("warden fails on `sleep 0.5`: {status}");
+        }
+    }
+    Ok(peaks)
+}
+
+struct SpawnInfo<'a> {
+    /// Shown as `$P` and `$S` in the command lines.
+    project: &'a str,
+    srt_settings: &'a str,
+    busy_compilers: usize,
+}
+
+/// The markdown report: when and where, the table, the command lines, the targets.
+fn spawn_report(
+    runs: usize,
+    variants: &[Variant],
+    samples: &[Vec<Vec<f64>>],
+    rss: &[Vec<Option<u64>>],
+    warden_procs: &[ProcPeak],
+    info: SpawnInfo,
+) -> String {
+    use std::fmt::Write as _;
+    let capture = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|| "?".to_string())
+    };
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "?".to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let os = fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        })
+        .unwrap_or_else(|| "?".to_string());
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+
+    let mut md = String::new();
+    let _ = writeln!(md, "### `cargo xtask bench spawn --runs {runs}`\n");
+    let _ = writeln!(
+        md,
+        "- date: {}\n- machine: {cpu}, {cores} cores, kernel {}, {os}; load average before: {}",
+        capture("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        capture("uname", &["-r"]),
+        fs::read_to_string("/proc/loadavg")
+            .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default(),
+    );
+    let _ = writeln!(
+        md,
+        "- versions: {}; {}; srt {}",
+        capture("rustc", &["--version"]),
+        capture("bwrap", &["--version"]),
+        capture("srt", &["--version"]),
+    );
+    let _ = writeln!(
+        md,
+        "- runs: {runs} per variant and workload (srt: {}, every {SRT_EVERY}th round), \
+         interleaved round-robin, after one checked and two warm-up runs (srt: one)",
+        runs.div_ceil(SRT_EVERY)
+    );
+    if info.busy_compilers > 0 {
+        let _ = writeln!(
+            md,
+            "- **warning: {} rustc process(es) were running; the numbers are skewed**",
+            info.busy_compilers
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nWall time of spawn + wait (std::time::Instant in xtask), in ms. Overhead: median minus \
+         bare's median for the same workload. Peak RSS: the largest GNU time `%M` of \
+         {RSS_RUNS} extra runs ({SRT_RSS_RUNS} for srt): the ru_maxrss wait4 returns, i.e. the \
+         largest peak of the process started and every descendant it reaped, transitively \
+         (warden: the supervisor, `warden __init`, the sandbox's pid 1 and the command, not \
+         the janitor, which nobody waits for; srt: node, bwrap and everything below).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| workload | variant | runs | median | p90 | min | overhead over bare | peak RSS |"
+    );
+    let _ = writeln!(
+        md,
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    // overhead[w][v] for the targets below.
+    let mut overhead = vec![vec![None::<f64>; variants.len()]; SPAWN_WORKLOADS.len()];
+    for (w, &(shown, _)) in SPAWN_WORKLOADS.iter().enumerate() {
+        let mut sorted: Vec<Vec<f64>> = samples[w].clone();
+        for s in &mut sorted {
+            s.sort_by(f64::total_cmp);
+        }
+        let bare = percentile(&sorted[0], 50.0);
+        for (v, variant) in variants.iter().enumerate() {
+            if let Some(why) = &variant.failed {
+                let _ = writeln!(
+                    md,
+                    "| `{shown}` | {} | — | — | — | — | — | left out: {} |",
+                    variant.name,
+                    why.replace('|', "\\|").replace('\n', " ")
+                );
+                continue;
+            }
+            let s = &sorted[v];
+            let median = percentile(s, 50.0);
+            let over = median - bare;
+            overhead[w][v] = Some(over);
+            let _ = writeln!(
+                md,
+                "| `{shown}` | {} | {} | {median:.2} | {:.2} | {:.2} | {} | {} |",
+                variant.name,
+                s.len(),
+                percentile(s, 90.0),
+                s.first().copied().unwrap_or(f64::NAN),
+                if v == 0 {
+                    "—".to_string()
+                } else {
+                    format!("{over:+.2}")
+                },
+                rss[w][v].map_or("—".to_string(), mib),
+            );
+        }
+    }
+
+    let _ = writeln!(
+        md,
+        "\nCommand lines (CMD is `true` or `sh -c 'ls / >/dev/null'`; all runs in one \
+         temporary project directory $P, with HOME, XDG_CONFIG_HOME and WARDEN_MANAGED_SETTINGS \
+         pointing into a temporary directory):\n"
+    );
+    for variant in variants {
+        let line = if variant.prefix.is_empty() {
+            "CMD".to_string()
+        } else {
+            let words: Vec<String> = variant
+                .prefix
+                .iter()
+                .enumerate()
+                .map(|(i, a)| match a.as_str() {
+                    _ if i == 0 && variant.name == "warden" => "target/release/warden".into(),
+                    a if a == info.project => "$P".into(),
+                    a if a == info.srt_settings => "$S".into(),
+                    a => quote(a),
+                })
+                .collect();
+            format!("{} CMD", words.join(" "))
+        };
+        let _ = writeln!(md, "- {}: `{line}`", variant.name);
+    }
+    let _ = writeln!(
+        md,
+        "\nsrt's settings file $S:\n\n```json\n{SRT_SETTINGS}```"
+    );
+
+    if !warden_procs.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nwarden's processes, peak RSS each (VmHWM read 0.25 s into `warden run -- sleep \
+             0.5`, highest of 5 runs):\n"
+        );
+        for p in warden_procs {
+            let _ = writeln!(md, "- {}: {}", p.role, mib(p.hwm_kib));
+        }
+    }
+
+    let _ = writeln!(md, "\nTargets (issue #3):\n");
+    let verdict = |ok: bool| if ok { "met" } else { "**not met**" };
+    for (w, &(shown, _)) in SPAWN_WORKLOADS.iter().enumerate() {
+        let warden = overhead[w][1];
+        let bwrap = overhead[w][2];
+        if let Some(o) = warden {
+            let _ = writeln!(
+                md,
+                "- `{shown}`: warden's median overhead {o:.2} ms ≤ 5 ms: {}",
+                verdict(o <= 5.0)
+            );
+            match bwrap {
+                Some(b) => {
+                    let _ = writeln!(
+                        md,
+                        "- `{shown}`: warden's overhead ≤ bwrap's ({b:.2} ms): {}",
+                        verdict(o <= b)
+                    );
+                }
+                None => {
+                    let _ = writeln!(md, "- `{shown}`: warden's overhead ≤ bwrap's: not measured");
+                }
+            }
+        }
+    }
+    let supervisor = warden_procs.first().map(|p| p.hwm_kib);
+    let tree = rss.iter().filter_map(|r| r[1]).max();
+    if let Some(kib) = supervisor {
+        let _ = writeln!(
+            md,
+            "- warden supervisor's peak RSS {} ≤ 8 MiB: {}",
+            mib(kib),
+            verdict(kib <= 8 * 1024)
+        );
+    }
+    if let Some(kib) = tree {
+        let _ = writeln!(
+            md,
+            "- largest ru_maxrss of any warden process (GNU time %M) {} ≤ 8 MiB: {}",
+            mib(kib),
+            verdict(kib <= 8 * 1024)
+        );
+    }
+    md
+}
+
+// ---------------------------------------------------------------------------------------------
+// fuzz
+
+/// Seconds each target runs when `--seconds` is not given.
+const FUZZ_SECONDS: u64 = 60;
+
+/// Longest a single input may take, in seconds, before libFuzzer reports it as a timeout (a
+/// finding: the policy engine runs for every command). libFuzzer's default is 20 minutes,
+/// which would let one hang outlast any `--seconds`.
+const FUZZ_INPUT_TIMEOUT: u64 = 25;
+
+/// cargo-fuzz passes nightly-only flags (`-Zsanitizer=address`); `RUSTC_BOOTSTRAP=1` makes the
+/// stable compiler accept them, so fuzzing needs no nightly toolchain.
+const FUZZ_ENV: (&str, &str) = ("RUSTC_BOOTSTRAP", "1");
+
+/// `fuzz [TARGET] [--seconds N]`: builds the targets of `runtime/fuzz` (a cargo-fuzz project
+/// outside the workspace) and runs each, or the one named, for N seconds. New inputs go to
+/// `runtime/fuzz/corpus/TARGET`; `runtime/fuzz/seeds/TARGET` is read as extra corpus. Fails
+/// when a target crashes, naming the input libFuzzer saved in `runtime/fuzz/artifacts/TARGET`.
+fn fuzz(args: &[String]) -> Result<ExitCode> {
+    let mut seconds = FUZZ_SECONDS;
+    let mut target = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let value = if arg == "--seconds" {
+            match args.next() {
+                Some(value) => Some(value.as_str()),
+                None => return Ok(usage_error("fuzz: `--seconds` needs a value")),
+            }
+        } else {
+            arg.strip_prefix("--seconds=")
+        };
+        if let Some(value) = value {
+            match value.parse::<u64>() {
+                Ok(n) if n > 0 => seconds = n,
+                _ => {
+                    return Ok(usage_error(&format!(
+                        "fuzz: `--seconds {value}`: expected a positive whole number"
+                    )))
+                }
+            }
+        } else if arg.starts_with('-') {
+            return Ok(usage_error(&format!("fuzz: unknown option `{arg}`")));
+        } else if target.is_some() {
+            return Ok(usage_error("fuzz: at most one TARGET"));
+        } else if FUZZ_TARGETS.contains(&arg.as_str()) {
+            target = Some(arg.as_str());
+        } else {
+            eprintln!(
+                "xtask: unknown fuzz target `{arg}`; known: {}",
+                FUZZ_TARGETS.join(", ")
+            );
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let targets = target.map_or_else(|| FUZZ_TARGETS.to_vec(), |t| vec![t]);
+    let start = Instant::now();
+    install_cargo_fuzz()?;
+
+    // cargo-fuzz run in runtime/ finds runtime/fuzz by itself, as it does by hand.
+    let runtime = root().join("runtime");
+    let cargo_fuzz = |args: &[&str]| {
+        let mut cmd = cargo(&["fuzz"]);
+        cmd.args(args)
+            .current_dir(&runtime)
+            .env(FUZZ_ENV.0, FUZZ_ENV.1);
+        // A crash makes cargo-fuzz fail with an anyhow error; without this, RUST_BACKTRACE=1
+        // (set by `ci`, or by the user) appends cargo-fuzz's own backtrace, which is noise.
+        if env::var_os("RUST_LIB_BACKTRACE").is_none() {
+            cmd.env("RUST_LIB_BACKTRACE", "0");
+        }
+        cmd
+    };
+    let shown =
+        |cmd: &Command| format!("(in runtime/) {}={} {}", FUZZ_ENV.0, FUZZ_ENV.1, show(cmd));
+
+    // One build of every target up front: a build error stops here, and each run below only
+    // checks that the build is fresh (unless runtime/src changes meanwhile).
+    let mut build = cargo_fuzz(&["build"]);
+    build.args(target);
+    println!("fuzz: {}", shown(&build));
+    run_cmd(&mut build)?;
+
+    let mut crashes = Vec::new();
+    for &name in &targets {
+        let rel = |dir: &str| Path::new("fuzz").join(dir).join(name);
+        let corpus = rel("corpus");
+        let seeds = rel("seeds");
+        let artifacts = runtime.join(rel("artifacts"));
+        fs::create_dir_all(runtime.join(&corpus))?;
+        let before = files_in(&artifacts)?;
+
+        let mut run = cargo_fuzz(&["run", name]);
+        run.arg(&corpus);
+        if runtime.join(&seeds).is_dir() {
+            run.arg(&seeds); // read only: libFuzzer writes new inputs to the first directory
+        }
+        run.arg("--")
+            .arg(format!("-max_total_time={seconds}"))
+            .arg(format!("-timeout={FUZZ_INPUT_TIMEOUT}"))
+            .arg("-print_final_stats=1");
+        println!("\n==> fuzz {name} for {seconds}s\nfuzz: {}", shown(&run));
+        let status = run
+            .status()
+            .with_context(|| format!("cannot start `{}`", show(&run)))?;
+        let found: Vec<_> = files_in(&artifacts)?
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if status.success() {
+            println!("==> fuzz {name}: no crash in {seconds}s");
+            continue;
+        }
+        if found.is_empty() {
+            bail!(
+                "`{}` failed ({status}) and saved no input in {}",
+                show(&run),
+                artifacts.display()
+            );
+        }
+        println!("==> fuzz {name}: CRASH ({status})");
+        crashes.extend(found.into_iter().map(|f| (name, f)));
+    }
+
+    println!(
+        "\nfuzz: {} target(s) in {:.0}s",
+        targets.len(),
+        start.elapsed().as_secs_f64()
+    );
+    if crashes.is_empty() {
+        println!("fuzz: no crash");
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("fuzz: {} crash input(s):", crashes.len());
+    for (name, artifact) in &crashes {
+        let input = artifact
+            .strip_prefix(&runtime)
+            .unwrap_or(artifact)
+            .display();
+        eprintln!(
+            "  {name}: runtime/{input}\n    \
+             reproduce: cd runtime && {0}={1} cargo fuzz run {name} {input}\n    \
+             minimise:  cd runtime && {0}={1} cargo fuzz tmin {name} {input}",
+            FUZZ_ENV.0, FUZZ_ENV.1
+        );
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// Installs cargo-fuzz unless `cargo fuzz` already works.
+fn install_cargo_fuzz() -> Result<()> {
+    match cargo(&["fuzz", "--version"]).output() {
+        Ok(out) if out.status.success() => {
+            let version = String::from_utf8_lossy(&out.stdout);
+            println!("fuzz: {} present", version.trim());
+            return Ok(());
+        }
+        _ => {}
+    }
+    let mut install = cargo(&["install", "cargo-fuzz", "--locked"]);
+    println!("fuzz: cargo-fuzz is missing; {}", show(&install));
+    run_cmd(&mut install)
+}
+
+/// The files in `dir`, sorted; none when it does not exist.
+fn files_in(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    Ok(files)
 }
