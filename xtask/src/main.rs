@@ -12,8 +12,9 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 /// Debian packages the build, the tests and the demo need. `setup` installs the missing ones.
+/// `tests/` drive python3 (pty, raw syscalls), util-linux (`unshare`) and git; the demo curl.
 /// Later issues add what they need here (clang-19, libbpf-dev, libelf-dev, zlib1g-dev, ...).
-const APT_PACKAGES: &[&str] = &["pkg-config"];
+const APT_PACKAGES: &[&str] = &["pkg-config", "python3", "util-linux", "git", "curl"];
 
 const RUSTUP_COMPONENTS: &[&str] = &["rustfmt", "clippy"];
 
