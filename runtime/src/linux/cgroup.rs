@@ -471,28 +471,23 @@ fn kill_procs(dir: &Path) -> Result<(), CgroupError> {
     if kill_file.exists() {
         return write(&kill_file, "1");
     }
-    let deadline = Instant::now() + REMOVE_TIMEOUT;
-    loop {
-        let pids = kill_listed(dir)?;
-        if pids.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(CgroupError::NotEmpty {
-                path: dir.to_path_buf(),
-                pids,
-                waited: REMOVE_TIMEOUT,
-            });
-        }
-        sleep(POLL);
-    }
+    until_empty(dir, REMOVE_TIMEOUT, kill_listed)
 }
 
 /// Waits until `<dir>/cgroup.procs` is empty, at most `timeout`.
 fn wait_empty(dir: &Path, timeout: Duration) -> Result<(), CgroupError> {
+    until_empty(dir, timeout, procs_of)
+}
+
+/// Repeats `step` (which returns the pids still listed) until none is left, at most `timeout`.
+fn until_empty(
+    dir: &Path,
+    timeout: Duration,
+    step: impl Fn(&Path) -> Result<Vec<i32>, CgroupError>,
+) -> Result<(), CgroupError> {
     let deadline = Instant::now() + timeout;
     loop {
-        let pids = procs_of(dir)?;
+        let pids = step(dir)?;
         if pids.is_empty() {
             return Ok(());
         }
