@@ -61,28 +61,10 @@ pub fn spawn(s: &Spawn<'_>) -> std::io::Result<libc::pid_t> {
         .map(|a| a.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    let mut args = CloneArgs {
-        exit_signal: libc::SIGCHLD as u64,
-        ..Default::default()
-    };
-    if let Some(fd) = s.cgroup {
-        args.flags |= CLONE_INTO_CGROUP;
-        args.cgroup = fd as u64;
-    }
-    // SAFETY: `args` is a valid clone_args of the size passed; without CLONE_VM the child
-    // gets a copy of this address space and continues on its own copy of the stack.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &args as *const CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
-    };
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if pid > 0 {
-        return Ok(pid as libc::pid_t);
+    // SAFETY: the child below makes only raw, async-signal-safe syscalls on data prepared
+    // here, so fork_into's single-thread precondition (about running Rust code) is not needed.
+    if let Some(pid) = unsafe { fork_into(s.cgroup) }? {
+        return Ok(pid);
     }
     // The child. SAFETY: only raw syscalls on data prepared before the clone; every path
     // ends in execve or _exit.

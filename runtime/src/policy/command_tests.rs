@@ -678,25 +678,9 @@ fn allowlist_with_no_commands() {
 
 /// Settings through the real construction path (layer merge + Policy::build).
 fn rules_of(settings: SandboxSettings) -> CommandRules {
-    use crate::policy::merge::{layer, Context, Policy};
-    let ctx = Context {
-        cwd: "/w".into(),
-        home: "/h".into(),
-        tmpdir: None,
-        approver_attached: false,
-    };
-    Policy::build(
-        &[layer(
-            Layer::User,
-            0,
-            "~/.config/warden/settings.json",
-            settings,
-        )],
-        ctx,
-        &crate::policy::fsview::MemFs::new(),
-    )
-    .unwrap()
-    .commands
+    crate::policy::merge::test_policy(settings)
+        .unwrap()
+        .commands
 }
 
 #[test]
@@ -716,7 +700,7 @@ fn settings_build_command_rules() {
         }),
         ..SandboxSettings::default()
     };
-    let prov = Provenance::new(Layer::User, 0, "~/.config/warden/settings.json");
+    let prov = Provenance::new(Layer::User, 0, "u.json");
     let r = rules_of(settings);
     assert!(!r.sandbox_enabled && r.allow_unsandboxed && !r.auto_allow_if_sandboxed);
     assert_eq!(r.auto_run, Some(AutoRunMode::UseAllowlist));

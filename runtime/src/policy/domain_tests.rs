@@ -1110,24 +1110,13 @@ fn decide_target_splits_the_port() {
 
 /// The network block through the real construction path (layer merge + Policy::build).
 fn rules_of(network: NetworkSettings) -> Result<DomainRules, String> {
-    use crate::policy::merge::{layer, Context, Policy};
     let settings = crate::policy::settings::SandboxSettings {
         network: Some(network),
         ..Default::default()
     };
-    let ctx = Context {
-        cwd: "/w".into(),
-        home: "/h".into(),
-        tmpdir: None,
-        approver_attached: false,
-    };
-    Policy::build(
-        &[layer(crate::policy::Layer::User, 0, "u.json", settings)],
-        ctx,
-        &crate::policy::fsview::MemFs::new(),
-    )
-    .map(|p| p.domains)
-    .map_err(|e| e.to_string())
+    crate::policy::merge::test_policy(settings)
+        .map(|p| p.domains)
+        .map_err(|e| e.to_string())
 }
 
 #[test]

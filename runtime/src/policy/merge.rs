@@ -387,6 +387,23 @@ pub fn layer(layer: Layer, order: u16, source: &str, settings: SandboxSettings) 
     }
 }
 
+/// A policy from one user-layer settings block, cwd `/w`, home `/h`, on an empty in-memory
+/// filesystem: the real construction path, for tests of the typed rules.
+#[cfg(test)]
+pub(crate) fn test_policy(settings: SandboxSettings) -> Result<Policy, PolicyError> {
+    let ctx = Context {
+        cwd: "/w".into(),
+        home: "/h".into(),
+        tmpdir: None,
+        approver_attached: false,
+    };
+    Policy::build(
+        &[layer(Layer::User, 0, "u.json", settings)],
+        ctx,
+        &super::fsview::MemFs::new(),
+    )
+}
+
 #[cfg(test)]
 #[path = "merge_tests.rs"]
 mod tests;
