@@ -733,13 +733,18 @@ fn bench_spawn(args: &[String]) -> Result<ExitCode> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| root().join("target"));
     let warden = target.join("release").join("warden");
-    let busy = busy_compilers();
-    if !busy.is_empty() {
-        println!(
-            "bench spawn: warning: {} rustc process(es) running; the numbers will be skewed",
-            busy.len()
-        );
-    }
+    // A build on a small machine skews the numbers: look for compilers now and at every progress
+    // line, and say in the report how often it was there.
+    let mut busy = (0usize, 0usize); // (checks that found a compiler, checks)
+    let mut check_busy = |when: &str| {
+        let found = busy_compilers().len();
+        busy.1 += 1;
+        if found > 0 {
+            busy.0 += 1;
+            println!("bench spawn: warning: {found} compiler process(es) running {when}; the numbers are skewed");
+        }
+    };
+    check_busy("before the runs");
 
     let tmp = tempfile::Builder::new()
         .prefix("warden-bench-spawn-")
@@ -895,6 +900,7 @@ fn bench_spawn(args: &[String]) -> Result<ExitCode> {
                 round + 1,
                 started.elapsed().as_secs_f64()
             );
+            check_busy("during the runs");
         }
     }
 
@@ -950,7 +956,7 @@ fn bench_spawn(args: &[String]) -> Result<ExitCode> {
         SpawnInfo {
             project: &project,
             srt_settings: &srt_settings.to_string_lossy(),
-            busy_compilers: busy.len(),
+            busy_checks: busy,
         },
     );
     println!("\n{report}");
@@ -960,7 +966,8 @@ fn bench_spawn(args: &[String]) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Pids of running `rustc` processes (a build skews the numbers on a small machine).
+/// Pids of running compilers (`rustc`, `cc1`, `cc1plus`): a build skews the numbers on a
+/// small machine.
 fn busy_compilers() -> Vec<u32> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
@@ -968,7 +975,8 @@ fn busy_compilers() -> Vec<u32> {
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "rustc")
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| matches!(c.trim(), "rustc" | "cc1" | "cc1plus"))
         })
         .collect()
 }
@@ -1028,11 +1036,13 @@ fn warden_process_peaks(spawn_env: &SpawnEnv, warden: &Variant) -> Result<Vec<Pr
                 continue;
             };
             let sub = args.get(1).map(String::as_str);
+            // By depth, not by name: the sandbox's processes may be forks of the supervisor
+            // (same command line) or fresh execs (`warden __init`).
             let role = match (depth, sub) {
                 (0, _) => "supervisor (`warden run`)".to_string(),
-                (1, Some("__janitor")) => "janitor (`warden __janitor`)".to_string(),
-                (1, Some("__init")) => "sandbox init (`warden __init`)".to_string(),
-                (2, Some("__init")) => "sandbox pid 1 (fork of `warden __init`)".to_string(),
+                (_, Some("__janitor")) => "janitor (`warden __janitor`)".to_string(),
+                (1, _) => "sandbox init (the supervisor's child)".to_string(),
+                (2, _) => "sandbox pid 1".to_string(),
                 _ => format!("the command (`{}`)", args.join(" ")),
             };
             match peaks.iter_mut().find(|p| p.role == role) {
@@ -1061,7 +1071,8 @@ struct SpawnInfo<'a> {
     /// Shown as `$P` and `$S` in the command lines.
     project: &'a str,
     srt_settings: &'a str,
-    busy_compilers: usize,
+    /// Checks that found a compiler running, and checks made.
+    busy_checks: (usize, usize),
 }
 
 /// The markdown report: when and where, the table, the command lines, the targets.
@@ -1126,11 +1137,17 @@ fn spawn_report(
          interleaved round-robin, after one checked and two warm-up runs (srt: one)",
         runs.div_ceil(SRT_EVERY)
     );
-    if info.busy_compilers > 0 {
+    let (found, checks) = info.busy_checks;
+    if found > 0 {
         let _ = writeln!(
             md,
-            "- **warning: {} rustc process(es) were running; the numbers are skewed**",
-            info.busy_compilers
+            "- **warning: a compiler (rustc, cc1) was running at {found} of {checks} checks \
+             during the run; the numbers are skewed**"
+        );
+    } else {
+        let _ = writeln!(
+            md,
+            "- no compiler (rustc, cc1) running at any of {checks} checks during the run"
         );
     }
     let _ = writeln!(
@@ -1139,7 +1156,7 @@ fn spawn_report(
          bare's median for the same workload. Peak RSS: the largest GNU time `%M` of \
          {RSS_RUNS} extra runs ({SRT_RSS_RUNS} for srt): the ru_maxrss wait4 returns, i.e. the \
          largest peak of the process started and every descendant it reaped, transitively \
-         (warden: the supervisor, `warden __init`, the sandbox's pid 1 and the command, not \
+         (warden: the supervisor, the sandbox's init and pid 1 and the command, not \
          the janitor, which nobody waits for; srt: node, bwrap and everything below).\n"
     );
     let _ = writeln!(
