@@ -370,6 +370,16 @@ fn sigkill_of_warden_takes_the_sandbox_down_and_leaves_nothing() {
     }
     assert_nothing_left(&env);
     assert!(!cgroup_exists(&cgroup), "cgroup {cgroup} left behind");
+    // No mount of the sandbox ever reached the host's mount table.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let base = run_base(&env);
+    assert!(
+        !mounts
+            .lines()
+            .any(|l| l.contains(base.to_str().unwrap())
+                || l.contains(env.project().to_str().unwrap())),
+        "a sandbox mount is visible on the host"
+    );
     std::thread::sleep(Duration::from_millis(2500));
     assert!(
         !marker.exists(),
