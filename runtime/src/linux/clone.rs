@@ -63,7 +63,7 @@ pub fn spawn(s: &Spawn<'_>) -> std::io::Result<libc::pid_t> {
         .collect();
     // SAFETY: the child below makes only raw, async-signal-safe syscalls on data prepared
     // here, so fork_into's single-thread precondition (about running Rust code) is not needed.
-    if let Some(pid) = unsafe { fork_into(s.cgroup) }? {
+    if let Some(pid) = unsafe { fork_into(s.cgroup, 0) }? {
         return Ok(pid);
     }
     // The child. SAFETY: only raw syscalls on data prepared before the clone; every path
@@ -96,13 +96,18 @@ pub fn spawn(s: &Spawn<'_>) -> std::io::Result<libc::pid_t> {
     }
 }
 
-/// Forks with clone3, optionally straight into a cgroup. Returns `Ok(None)` in the child.
+/// Forks with clone3, optionally straight into a cgroup and into new namespaces (`CLONE_NEW*`
+/// flags in `namespaces`). Returns `Ok(None)` in the child.
 ///
 /// # Safety
 /// The calling process must be single-threaded: the child continues running ordinary Rust
 /// code (allocating, locking) on a copy of this process.
-pub unsafe fn fork_into(cgroup: Option<RawFd>) -> std::io::Result<Option<libc::pid_t>> {
+pub unsafe fn fork_into(
+    cgroup: Option<RawFd>,
+    namespaces: u64,
+) -> std::io::Result<Option<libc::pid_t>> {
     let mut args = CloneArgs {
+        flags: namespaces,
         exit_signal: libc::SIGCHLD as u64,
         ..Default::default()
     };

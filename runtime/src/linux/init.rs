@@ -55,9 +55,9 @@ fn fail(msg: impl std::fmt::Display) -> ! {
     std::process::exit(EXIT_WARDEN)
 }
 
-/// The sandbox side, in a fork of the supervisor. Waits for the supervisor's go on `go`,
-/// drops every descriptor but the standard streams, enters the namespaces and starts pid 1.
-/// Never returns.
+/// The sandbox's pid 1, created by the supervisor in its new namespaces. Waits for the
+/// supervisor's go on `go` (uid/gid maps written, cgroup placement done), drops every
+/// descriptor but the standard streams, then builds the sandbox. Never returns.
 pub fn run(plan: &Plan, go: std::os::fd::OwnedFd) -> ! {
     let mut byte = [0u8; 1];
     let mut go = std::fs::File::from(go);
@@ -70,50 +70,11 @@ pub fn run(plan: &Plan, go: std::os::fd::OwnedFd) -> ! {
     // SAFETY: close_range only closes descriptors; the objects that owned them in this forked
     // copy are never used or dropped again (this function never returns).
     unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
-    if let Err(e) = enter_namespaces() {
-        fail(format_args!("entering the sandbox namespaces: {e}"));
-    }
-    let set = signal_set();
-    if let Err(e) = set.thread_block() {
+    // Inherited blocked from the supervisor already; pid 1's sigwaitinfo loop depends on it.
+    if let Err(e) = signal_set().thread_block() {
         fail(format_args!("blocking signals: {e}"));
     }
-    // SAFETY: this process is single-threaded (a fork of the single-threaded supervisor).
-    match unsafe { fork() } {
-        Err(e) => fail(format_args!("fork: {e}")),
-        Ok(ForkResult::Child) => pid1(plan),
-        Ok(ForkResult::Parent { child }) => {
-            let code = supervise(child, &set);
-            std::process::exit(code)
-        }
-    }
-}
-
-/// A new user namespace with a one-line uid/gid map of the caller's own ids — which the
-/// kernel allows a process to write for itself, so root and unprivileged callers take the same
-/// path and the sandbox never holds capabilities in the host's user namespace — then new
-/// mount, pid, ipc, uts, net and cgroup namespaces. No exec may follow before the setup is done:
-/// an exec by a non-root uid would drop the capabilities the new user namespace grants.
-fn enter_namespaces() -> Result<(), String> {
-    use nix::sched::{unshare, CloneFlags};
-    let uid = nix::unistd::getuid().as_raw();
-    let gid = nix::unistd::getgid().as_raw();
-    unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| format!("user namespace: {e}"))?;
-    for (file, content) in [
-        ("/proc/self/setgroups", "deny".to_string()),
-        ("/proc/self/uid_map", format!("{uid} {uid} 1\n")),
-        ("/proc/self/gid_map", format!("{gid} {gid} 1\n")),
-    ] {
-        std::fs::write(file, content).map_err(|e| format!("writing {file}: {e}"))?;
-    }
-    unshare(
-        CloneFlags::CLONE_NEWNS
-            | CloneFlags::CLONE_NEWPID
-            | CloneFlags::CLONE_NEWIPC
-            | CloneFlags::CLONE_NEWUTS
-            | CloneFlags::CLONE_NEWNET
-            | CloneFlags::CLONE_NEWCGROUP,
-    )
-    .map_err(|e| format!("mount/pid/ipc/uts/net/cgroup namespaces: {e}"))
+    pid1(plan)
 }
 
 /// Waits for `child`, forwarding signals to it; returns its exit code.

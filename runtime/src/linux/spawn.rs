@@ -98,15 +98,25 @@ pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError>
         Some(cg) => Some(std::fs::File::open(cg.path()).map_err(SpawnError::Start)?),
         None => None,
     };
-    let supervisor = nix::unistd::getpid();
+    let namespaces = (libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWCGROUP) as u64;
+    let (uid, gid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    );
     // SAFETY: the supervisor is single-threaded here (documented precondition of `start`).
-    let forked = unsafe { super::clone::fork_into(cgroup_dir.as_ref().map(|f| f.as_raw_fd())) }
-        .map_err(SpawnError::Start)?;
+    let forked =
+        unsafe { super::clone::fork_into(cgroup_dir.as_ref().map(|f| f.as_raw_fd()), namespaces) }
+            .map_err(SpawnError::Start)?;
     let Some(pid) = forked else {
-        // The child: die with the supervisor (checking it did not die already), then wait.
-        if super::harden::parent_death_signal(libc::SIGKILL).is_err()
-            || nix::unistd::getppid() != supervisor
-        {
+        // The child: pid 1 of the new namespaces. If the supervisor died before the
+        // parent-death signal was armed, the go pipe reports EOF and the child exits.
+        if super::harden::parent_death_signal(libc::SIGKILL).is_err() {
             std::process::exit(crate::cli::EXIT_WARDEN);
         }
         drop(go_write);
@@ -117,6 +127,17 @@ pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError>
         pid: nix::unistd::Pid::from_raw(pid),
         cgroup,
     };
+    // The child's user namespace maps exactly the caller's own uid and gid — which the kernel
+    // lets the caller write for its child, root or not — so the sandbox never holds
+    // capabilities in the host's user namespace.
+    for (file, content) in [
+        ("setgroups", "deny".to_string()),
+        ("uid_map", format!("{uid} {uid} 1\n")),
+        ("gid_map", format!("{gid} {gid} 1\n")),
+    ] {
+        std::fs::write(format!("/proc/{pid}/{file}"), content)
+            .map_err(|e| SpawnError::Handover(format!("writing the sandbox's {file}: {e}")))?;
+    }
     // CLONE_INTO_CGROUP takes the v2 leaf only: the cgroup v1 leaves of limits (hybrid
     // layouts) get the process now, before it is let go.
     if let Some(cg) = &sandbox.cgroup {
