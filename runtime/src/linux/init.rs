@@ -1,12 +1,11 @@
-//! The sandbox side: a fork of the supervisor that enters fresh user, mount, pid,
-//! ipc, uts, net and cgroup namespaces once the supervisor says go, and forks the sandbox's
-//! pid 1, which builds the mount view from the [`Plan`], brings up `lo`, and forks the command. The command sets
-//! up a new session, rlimits, Landlock, drops every capability, sets no_new_privs, installs
-//! seccomp last and execs.
+//! The sandbox side: pid 1 of the sandbox's namespaces, cloned by the supervisor (see
+//! [`super::spawn`]). Once the supervisor says go, it builds the mount view from the [`Plan`],
+//! brings up `lo`, and forks the command. The command sets up a new session, rlimits,
+//! Landlock, drops every capability, sets no_new_privs, installs seccomp last and execs.
 //!
 //! Every process here is a fork of the single-threaded supervisor, so allocating after fork is
 //! safe.
-//! Signals: all three levels block the forwarded signals and SIGCHLD and wait for them with
+//! Signals: every level blocks the forwarded signals and SIGCHLD and wait for them with
 //! sigwaitinfo; a forwarded signal goes one level down, SIGCHLD reaps. Exit statuses pass up
 //! unchanged (a signal death as 128+N); warden's own failures exit 125.
 

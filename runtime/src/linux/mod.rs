@@ -5,7 +5,7 @@
 //!   unit-tested without root.
 //! - [`spawn`]: the supervisor side: run dir, cgroup, namespaces, uid/gid maps, hand-over of
 //!   the plan, signal forwarding, exit status, teardown.
-//! - [`init`]: the sandbox side, a fork of the supervisor: builds the mount view, pivot_root,
+//! - [`init`]: the sandbox's pid 1, cloned into its namespaces: builds the mount view, pivot_root,
 //!   runs as pid 1, forks the command and hardens it.
 //! - [`mount`]: the mount operations (the one place that calls mount syscalls).
 //! - [`seccomp`], [`landlock`], [`harden`]: the command's own restrictions.
