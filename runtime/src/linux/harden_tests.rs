@@ -317,6 +317,10 @@ fn exec_setuid_id(id: &CStr, with_no_new_privs: bool) -> String {
 fn a_setuid_binary_gains_nothing_under_no_new_privs() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but the tests are not running as root"
+        );
         eprintln!("skipped: needs root");
         return;
     }
@@ -331,6 +335,10 @@ fn a_setuid_binary_gains_nothing_under_no_new_privs() {
     // the test does not run as root, in which case there is nothing to show).
     let control = exec_setuid_id(&id, false);
     if control != "0" {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but a setuid-root binary did not run as root (nosuid /tmp?)"
+        );
         eprintln!("skipped: a setuid-root binary did not run as root here (euid {control})");
         return;
     }
