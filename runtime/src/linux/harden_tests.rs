@@ -3,6 +3,7 @@
 //! (the test binary is multi-threaded); everything they need is prepared before the fork.
 
 use super::*;
+use crate::linux::child_probe::res;
 use crate::linux::{landlock, seccomp};
 use std::ffi::{CStr, CString};
 use std::mem::size_of;
@@ -11,18 +12,6 @@ use std::os::unix::fs::PermissionsExt;
 
 const EPERM: i64 = libc::EPERM as i64;
 const HEADER: usize = 8;
-
-fn errno() -> i64 {
-    i64::from(io::Error::last_os_error().raw_os_error().unwrap_or(0))
-}
-
-fn res(ret: i64) -> i64 {
-    if ret < 0 {
-        -errno()
-    } else {
-        ret
-    }
-}
 
 fn ok<T, E>(r: Result<T, E>) -> i64 {
     i64::from(r.is_ok())

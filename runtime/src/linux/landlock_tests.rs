@@ -2,6 +2,7 @@
 //! Rulesets are prepared in the parent; the children only make raw libc calls.
 
 use super::*;
+use crate::linux::child_probe::{fork_probe, res};
 use std::ffi::CString;
 use std::mem::size_of;
 use std::os::linux::net::SocketAddrExt;
@@ -15,20 +16,18 @@ const ENFORCED: i64 = 1;
 const PARTIAL: i64 = 2;
 const NOT_ENFORCED: i64 = 3;
 
-fn errno() -> i64 {
-    i64::from(io::Error::last_os_error().raw_os_error().unwrap_or(0))
-}
-
-fn res(ret: i64) -> i64 {
-    if ret < 0 {
-        -errno()
-    } else {
-        ret
-    }
-}
-
 fn cpath(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// Forks; the child runs `probe` (async-signal-safe calls only) and sends back the `N` values
+/// it recorded.
+fn in_child<const N: usize>(probe: impl FnOnce(&mut [i64; N])) -> [i64; N] {
+    fork_probe(|out| {
+        probe(out);
+        0
+    })
+    .expect("the child was killed by a signal")
 }
 
 fn status_code(s: Result<LandlockStatus, LandlockError>) -> i64 {
@@ -38,62 +37,6 @@ fn status_code(s: Result<LandlockStatus, LandlockError>) -> i64 {
         Ok(LandlockStatus::NotEnforced) => NOT_ENFORCED,
         Err(_) => -1,
     }
-}
-
-/// Forks; the child runs `probe` (async-signal-safe calls only) and sends back the `N` values
-/// it recorded.
-fn in_child<const N: usize>(probe: impl FnOnce(&mut [i64; N])) -> [i64; N] {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let [rfd, wfd] = fds;
-    // SAFETY: the child only makes raw system calls and leaves with `_exit`.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut out = [0i64; N];
-            probe(&mut out);
-            let len = size_of::<[i64; N]>();
-            // SAFETY: `out` is `len` readable bytes; `wfd` is the pipe's write end.
-            let written = unsafe { libc::write(wfd, out.as_ptr().cast(), len) };
-            i32::from(written != len as isize)
-        }))
-        .unwrap_or(5);
-        // SAFETY: leaving the forked child without running the harness's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    // SAFETY: `wfd` is ours; the child has its own copy.
-    unsafe { libc::close(wfd) };
-    let mut out = [0i64; N];
-    let len = size_of::<[i64; N]>();
-    let mut got = 0usize;
-    while got < len {
-        // SAFETY: reading into the unfilled tail of `out`.
-        let n = unsafe {
-            libc::read(
-                rfd,
-                out.as_mut_ptr().cast::<u8>().add(got).cast(),
-                len - got,
-            )
-        };
-        if n <= 0 {
-            break;
-        }
-        got += n as usize;
-    }
-    let mut status = 0;
-    // SAFETY: `rfd` is ours; `pid` is our child and `status` a valid out-pointer.
-    unsafe {
-        libc::close(rfd);
-        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-    }
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child status {status:#x}"
-    );
-    assert_eq!(got, len, "short report from the child");
-    out
 }
 
 #[test]

@@ -13,6 +13,8 @@
 
 pub mod backend;
 pub mod cgroup;
+#[cfg(test)]
+pub(crate) mod child_probe;
 pub mod clone;
 pub mod harden;
 pub mod init;

@@ -4,7 +4,7 @@
 //! is multi-threaded, so nothing that allocates or locks after `fork`).
 
 use super::*;
-use std::mem::size_of;
+use crate::linux::child_probe::{errno, fork_probe, res};
 
 const EPERM: i64 = libc::EPERM as i64;
 const ENOSYS: i64 = libc::ENOSYS as i64;
@@ -347,19 +347,6 @@ fn clone_rules() {
 // ---------------------------------------------------------------------------------------------
 // The filter installed for real, in forked children.
 
-fn errno() -> i64 {
-    i64::from(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
-}
-
-/// `ret` as is when it succeeded, `-errno` when it failed.
-fn res(ret: i64) -> i64 {
-    if ret < 0 {
-        -errno()
-    } else {
-        ret
-    }
-}
-
 /// 0 when a file descriptor was returned (and closes it), `-errno` otherwise.
 fn fd_res(ret: libc::c_int) -> i64 {
     if ret < 0 {
@@ -372,78 +359,25 @@ fn fd_res(ret: libc::c_int) -> i64 {
 }
 
 /// Forks; the child sets `no_new_privs`, installs `prog` if any, runs `probe` (which must only
-/// make async-signal-safe calls) and sends the `N` values it recorded back through a pipe.
-/// Returns them, or `None` if the child was killed by a signal (used to detect a missing ABI).
+/// make async-signal-safe calls) and sends the `N` values it recorded back. Returns them, or
+/// `None` if the child was killed by a signal (used to detect a missing ABI).
 fn try_in_child<const N: usize>(
     prog: Option<&BpfProgram>,
     probe: impl FnOnce(&mut [i64; N]),
 ) -> Option<[i64; N]> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let [rfd, wfd] = fds;
-    // SAFETY: the child only makes raw system calls (no allocation, no locks) and leaves with
-    // `_exit`, so forking a multi-threaded test binary is sound.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut out = [0i64; N];
-            // SAFETY: plain prctl with integer arguments.
-            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-                return 2;
-            }
-            if let Some(prog) = prog {
-                if install(prog).is_err() {
-                    return 3;
-                }
-            }
-            probe(&mut out);
-            let len = size_of::<[i64; N]>();
-            // SAFETY: `out` is `len` readable bytes; `wfd` is the pipe's write end.
-            let written = unsafe { libc::write(wfd, out.as_ptr().cast(), len) };
-            if written == len as isize {
-                0
-            } else {
-                4
-            }
-        }))
-        .unwrap_or(5);
-        // SAFETY: leaving the forked child without running the harness's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    // SAFETY: `wfd` is ours; the child has its own copy.
-    unsafe { libc::close(wfd) };
-    let mut out = [0i64; N];
-    let len = size_of::<[i64; N]>();
-    let mut got = 0usize;
-    while got < len {
-        // SAFETY: reading into the unfilled tail of `out`.
-        let n = unsafe {
-            libc::read(
-                rfd,
-                out.as_mut_ptr().cast::<u8>().add(got).cast(),
-                len - got,
-            )
-        };
-        if n <= 0 {
-            break;
+    fork_probe(|out| {
+        // SAFETY: plain prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return 2;
         }
-        got += n as usize;
-    }
-    let mut status = 0;
-    // SAFETY: `rfd` is ours; `pid` is our child and `status` a valid out-pointer.
-    unsafe {
-        libc::close(rfd);
-        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-    }
-    if libc::WIFSIGNALED(status) {
-        return None;
-    }
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 0, "child failed before probing");
-    assert_eq!(got, len, "short report from the child");
-    Some(out)
+        if let Some(prog) = prog {
+            if install(prog).is_err() {
+                return 3;
+            }
+        }
+        probe(out);
+        0
+    })
 }
 
 fn in_child<const N: usize>(
