@@ -144,11 +144,6 @@ fn error_chain(e: &anyhow::Error) -> String {
 
 /// Runs the CLI and returns the process exit code.
 pub fn run() -> i32 {
-    // The sandbox's own entry point, exec'd by the supervisor inside the new namespaces.
-    #[cfg(target_os = "linux")]
-    if std::env::args_os().nth(1).is_some_and(|a| a == "__janitor") {
-        crate::linux::spawn::janitor_main();
-    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -1,13 +1,7 @@
-//! fork + exec through `clone3(2)`, for the two things `std::process::Command` cannot do:
-//! start the child directly inside a cgroup (`CLONE_INTO_CGROUP`: no migration afterwards,
-//! which costs a cgroup-wide RCU grace period, 10–15 ms on our machines), and return before
-//! the child has exec'd (Command's vfork makes the parent wait for the exec).
-//!
-//! Everything the child touches is prepared before the clone; between clone and execve the
-//! child makes only raw, async-signal-safe syscalls, so this is safe even if the caller had
-//! threads.
+//! The one fork of warden: `clone3(2)`, which can start the child directly inside a cgroup
+//! (`CLONE_INTO_CGROUP`: no migration afterwards, which costs a cgroup-wide RCU grace period,
+//! 10–15 ms on our machines) and in new namespaces at once.
 
-use std::ffi::{CStr, CString};
 use std::os::fd::RawFd;
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
@@ -27,73 +21,6 @@ struct CloneArgs {
     set_tid: u64,
     set_tid_size: u64,
     cgroup: u64,
-}
-
-pub struct Spawn<'a> {
-    pub program: &'a CStr,
-    pub argv: &'a [CString],
-    pub env: &'a [CString],
-    /// Start the child in this cgroup (a directory descriptor of a cgroup v2 leaf).
-    pub cgroup: Option<RawFd>,
-    /// A descriptor to keep open across the exec (its FD_CLOEXEC is cleared in the child).
-    pub keep_fd: Option<RawFd>,
-    /// Becomes the child's stdin.
-    pub stdin: Option<RawFd>,
-    /// Becomes the child's stdout and stderr (e.g. /dev/null).
-    pub stdout_stderr: Option<RawFd>,
-    /// SIGKILL the child when this thread exits.
-    pub parent_death_signal: bool,
-    /// Put the child in a new process group (terminal signals do not reach it).
-    pub new_process_group: bool,
-}
-
-/// Starts the child; returns its pid.
-pub fn spawn(s: &Spawn<'_>) -> std::io::Result<libc::pid_t> {
-    let argv: Vec<*const libc::c_char> = s
-        .argv
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp: Vec<*const libc::c_char> = s
-        .env
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    // SAFETY: the child below makes only raw, async-signal-safe syscalls on data prepared
-    // here, so fork_into's single-thread precondition (about running Rust code) is not needed.
-    if let Some(pid) = unsafe { fork_into(s.cgroup, 0) }? {
-        return Ok(pid);
-    }
-    // The child. SAFETY: only raw syscalls on data prepared before the clone; every path
-    // ends in execve or _exit.
-    unsafe {
-        if s.parent_death_signal && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
-        {
-            libc::_exit(126);
-        }
-        if s.new_process_group && libc::setpgid(0, 0) != 0 {
-            libc::_exit(126);
-        }
-        if let Some(fd) = s.stdin {
-            if libc::dup2(fd, 0) < 0 {
-                libc::_exit(126);
-            }
-        }
-        if let Some(fd) = s.stdout_stderr {
-            if libc::dup2(fd, 1) < 0 || libc::dup2(fd, 2) < 0 {
-                libc::_exit(126);
-            }
-        }
-        if let Some(fd) = s.keep_fd {
-            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                libc::_exit(126);
-            }
-        }
-        libc::execve(s.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        libc::_exit(127)
-    }
 }
 
 /// Forks with clone3, optionally straight into a cgroup and into new namespaces (`CLONE_NEW*`
