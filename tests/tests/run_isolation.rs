@@ -360,16 +360,27 @@ fn sigkill_of_warden_takes_the_sandbox_down_and_leaves_nothing() {
     let mut buf = [0u8; 6];
     stdout.read_exact(&mut buf).unwrap();
     let cgroup = format!("warden-{}", child.id());
+    // The placeholder that masks a missing protected directory exists while the sandbox runs.
+    let placeholder = env.project().join(".claude");
+    assert!(placeholder.is_dir(), "no placeholder while the sandbox ran");
     child.kill().unwrap();
     child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline
-        && (std::fs::read_dir(run_base(&env)).unwrap().next().is_some() || cgroup_exists(&cgroup))
+        && (std::fs::read_dir(run_base(&env)).unwrap().next().is_some()
+            || cgroup_exists(&cgroup)
+            || placeholder.exists())
     {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_nothing_left(&env);
     assert!(!cgroup_exists(&cgroup), "cgroup {cgroup} left behind");
+    let left: Vec<_> = std::fs::read_dir(env.project())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "placeholders left in the project: {left:?}");
     // No mount of the sandbox ever reached the host's mount table.
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let base = run_base(&env);

@@ -1,9 +1,11 @@
-//! [`Backend`] for Linux: run directory, plan, cgroup, janitor, placeholders, start, wait,
-//! teardown — in that order, each step undone if a later one fails.
+//! [`Backend`] for Linux: janitor, run directory, plan, cgroup, placeholders, start, wait,
+//! teardown — in that order, each step undone if a later one fails, and each thing created on
+//! the host reported to the janitor as soon as it exists.
 
 use super::cgroup::{Cgroup, Limits};
+use super::janitor::Janitor;
 use super::plan::{self, Placeholder, PlanInput, RunDirs};
-use super::spawn::{self, Janitor, RunDir, SpawnError};
+use super::spawn::{self, RunDir, SpawnError};
 use crate::backend::{Backend, BackendError, Sandbox, SandboxCommand, Workspace};
 use crate::policy::fsview::RealFs;
 use crate::policy::merge::Policy;
@@ -14,6 +16,7 @@ pub struct LinuxBackend;
 
 pub struct LinuxWorkspace {
     run_dir: RunDir,
+    janitor: Janitor,
 }
 
 impl Workspace for LinuxWorkspace {
@@ -33,10 +36,14 @@ impl Backend for LinuxBackend {
     type Workspace = LinuxWorkspace;
     type Sandbox = LinuxSandbox;
 
+    /// Must be called while the process is single-threaded (it forks the janitor), as
+    /// `warden run` does first thing.
     fn workspace(&self) -> Result<LinuxWorkspace, BackendError> {
-        Ok(LinuxWorkspace {
-            run_dir: RunDir::create()?,
-        })
+        // SAFETY: documented precondition: no thread has been started yet.
+        let mut janitor = unsafe { Janitor::start() }.map_err(SpawnError::Start)?;
+        let run_dir = RunDir::create()?;
+        janitor.run_dir(run_dir.path());
+        Ok(LinuxWorkspace { run_dir, janitor })
     }
 
     fn spawn(
@@ -48,7 +55,10 @@ impl Backend for LinuxBackend {
         if !policy.sandbox_enabled() {
             return Err(BackendError::Disabled);
         }
-        let run_dir = ws.run_dir;
+        let LinuxWorkspace {
+            run_dir,
+            mut janitor,
+        } = ws;
         let plan = plan::build(
             PlanInput {
                 policy,
@@ -63,8 +73,12 @@ impl Backend for LinuxBackend {
         )?;
         let cgroup = match Cgroup::create(&format!("{}", std::process::id())) {
             Ok(mut cg) => {
-                cg.apply_limits(&limits(policy))
-                    .map_err(BackendError::Limits)?;
+                janitor.cgroup(cg.path());
+                let applied = cg.apply_limits(&limits(policy));
+                for leaf in cg.v1_leaves() {
+                    janitor.cgroup(leaf);
+                }
+                applied.map_err(BackendError::Limits)?;
                 Some(cg)
             }
             Err(e) if !policy.fail_if_unavailable() => {
@@ -75,7 +89,6 @@ impl Backend for LinuxBackend {
             }
             Err(e) => return Err(SpawnError::Cgroup(e).into()),
         };
-        let janitor = Janitor::start(run_dir.path(), cgroup.as_ref())?;
         // Blocked before the sandbox exists, so no forwarded signal is lost.
         super::init::signal_set()
             .thread_block()
@@ -83,19 +96,11 @@ impl Backend for LinuxBackend {
                 what: "blocking signals",
                 source: e.into(),
             })?;
-        let placeholders = plan::create_placeholders(&plan).map_err(|source| BackendError::Io {
-            what: "creating protected placeholders",
-            source,
-        })?;
-        // The janitor removes them too if this process dies.
-        let list = serde_json::to_vec(&placeholders).unwrap_or_default();
-        if let Err(source) = std::fs::write(run_dir.path().join(spawn::PLACEHOLDERS_FILE), list) {
-            plan::remove_placeholders(&placeholders);
-            return Err(BackendError::Io {
-                what: "recording placeholders",
+        let placeholders = plan::create_placeholders(&plan, &mut |ph| janitor.placeholder(ph))
+            .map_err(|source| BackendError::Io {
+                what: "creating protected placeholders",
                 source,
-            });
-        }
+            })?;
         match spawn::start(&plan, cgroup) {
             Ok(inner) => Ok(LinuxSandbox {
                 inner,

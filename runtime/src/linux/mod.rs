@@ -9,6 +9,7 @@
 //!   runs as pid 1, forks the command and hardens it.
 //! - [`mount`]: the mount operations (the one place that calls mount syscalls).
 //! - [`seccomp`], [`landlock`], [`harden`]: the command's own restrictions.
+//! - [`janitor`]: the forked process that cleans up if the supervisor is killed.
 //! - [`cgroup`]: one cgroup v2 leaf per sandbox; [`probe`]: runtime feature probes.
 
 pub mod backend;
@@ -18,6 +19,7 @@ pub(crate) mod child_probe;
 pub mod clone;
 pub mod harden;
 pub mod init;
+pub mod janitor;
 pub mod landlock;
 pub mod mount;
 pub mod plan;

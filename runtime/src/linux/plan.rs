@@ -312,7 +312,10 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
 
 /// Creates the plan's placeholders on the host; returns those this call created (and so may
 /// remove). An entry that appeared meanwhile is left alone: the view protects it anyway.
-pub fn create_placeholders(plan: &Plan) -> std::io::Result<Vec<Placeholder>> {
+pub fn create_placeholders(
+    plan: &Plan,
+    created_one: &mut dyn FnMut(&Placeholder),
+) -> std::io::Result<Vec<Placeholder>> {
     let mut created = Vec::new();
     for ph in &plan.placeholders {
         let result = if ph.dir {
@@ -325,7 +328,10 @@ pub fn create_placeholders(plan: &Plan) -> std::io::Result<Vec<Placeholder>> {
                 .map(|_| ())
         };
         match result {
-            Ok(()) => created.push(ph.clone()),
+            Ok(()) => {
+                created_one(ph);
+                created.push(ph.clone());
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
                 remove_placeholders(&created);

@@ -11,7 +11,7 @@ use super::cgroup::Cgroup;
 use super::init::signal_set;
 use super::plan::Plan;
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -73,9 +73,6 @@ impl RunDir {
         }
     }
 }
-
-/// File in the run directory listing the placeholders this run created (for the janitor).
-pub const PLACEHOLDERS_FILE: &str = "placeholders.json";
 
 /// A running sandbox.
 pub struct Sandbox {
@@ -156,101 +153,5 @@ impl Sandbox {
             let _ = cg.remove();
         }
         code
-    }
-}
-
-/// Cleans up after the supervisor however it ends, SIGKILL included: a forked (not exec'd)
-/// process in its own process group (terminal signals do not reach it) that holds only the
-/// read end of a pipe only the supervisor can write to. On EOF — the supervisor is gone — it
-/// kills what is left in the sandbox's cgroups (the v2 leaf and any cgroup v1 leaves of
-/// limits) and removes them, the placeholders and the run directory. After a normal exit the
-/// supervisor has removed all of them already and the janitor finds nothing to do.
-///
-/// A fork rather than an exec of warden: an exec costs a second dynamic load and relocation of
-/// the binary (about 1.5 ms of CPU per run, on the cores the sandbox is starting on).
-pub struct Janitor {
-    _write: OwnedFd,
-}
-
-impl Janitor {
-    /// Starts the janitor for `run_dir` and `cgroup`; call it after the cgroup's limits are
-    /// applied, so it knows every v1 leaf, and while the process is still single-threaded.
-    pub fn start(run_dir: &Path, cgroup: Option<&Cgroup>) -> Result<Janitor, SpawnError> {
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| SpawnError::Start(e.into()))?;
-        let null = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/null")
-            .map_err(SpawnError::Start)?;
-        let mut cgroups = Vec::new();
-        if let Some(cg) = cgroup {
-            cgroups.push(cg.path().to_path_buf());
-            cgroups.extend(cg.v1_leaves().iter().cloned());
-        }
-        let run_dir = run_dir.to_path_buf();
-        // SAFETY: `start` is called before the supervisor starts any thread (its documented
-        // precondition), so the child may run ordinary Rust code on its copy of the process.
-        let forked = unsafe { super::clone::fork_into(None, 0) }.map_err(SpawnError::Start)?;
-        if forked.is_none() {
-            drop(write);
-            janitor_child(read, null.into(), &run_dir, &cgroups)
-        }
-        Ok(Janitor { _write: write })
-    }
-}
-
-/// The janitor process. Never returns.
-fn janitor_child(read: OwnedFd, null: OwnedFd, run_dir: &Path, cgroups: &[PathBuf]) -> ! {
-    use nix::sys::signal::{signal, SigHandler, Signal};
-    // Only the pipe (as stdin) and /dev/null stay open: the janitor must not hold the
-    // caller's terminal or pipes (a caller reading warden's output to EOF would wait for it).
-    let _ = nix::unistd::dup2_stdin(&read);
-    let _ = nix::unistd::dup2_stdout(&null);
-    let _ = nix::unistd::dup2_stderr(&null);
-    // SAFETY: close_range on descriptors this process owns; nothing uses fds >= 3 afterwards.
-    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
-    let _ = nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0));
-    for sig in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGPIPE,
-    ] {
-        // SAFETY: setting a signal to SIG_IGN installs no handler code.
-        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
-    }
-    let mut buf = [0u8; 64];
-    // Returns on EOF: the supervisor is gone.
-    while matches!(std::io::Read::read(&mut std::io::stdin(), &mut buf), Ok(n) if n > 0) {}
-    clean_up(run_dir, cgroups);
-    // SAFETY: _exit ends this process without running the supervisor's exit handlers, which
-    // this copy of its address space must not run (they belong to the supervisor).
-    unsafe { libc::_exit(0) }
-}
-
-/// What the janitor removes: only directories warden creates, never anything a caller could
-/// point it at.
-fn clean_up(run_dir: &Path, cgroups: &[PathBuf]) {
-    let is_ours = |p: &Path| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("warden-"))
-    };
-    // The v2 leaf first (`cgroup.kill` takes everything down), then the v1 leaves. Each is
-    // checked again to be a `warden-*` directory on a cgroup filesystem before anything in it
-    // is signalled.
-    for cg in cgroups.iter().filter(|p| is_ours(p)) {
-        let _ = super::cgroup::remove_leftover(cg);
-    }
-    if is_ours(run_dir) {
-        if let Some(list) = std::fs::read(run_dir.join(PLACEHOLDERS_FILE))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Vec<super::plan::Placeholder>>(&b).ok())
-        {
-            super::plan::remove_placeholders(&list);
-        }
-        let _ = std::fs::remove_dir_all(run_dir);
     }
 }
