@@ -8,4 +8,5 @@ pub mod backend;
 pub mod cli;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod net;
 pub mod policy;
