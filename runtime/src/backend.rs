@@ -56,6 +56,8 @@ pub enum BackendError {
     #[cfg(target_os = "linux")]
     #[error("applying limits: {0}")]
     Limits(#[source] crate::linux::cgroup::CgroupError),
+    #[error("the network proxy could not start (network access fails closed): {0}")]
+    Network(String),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,

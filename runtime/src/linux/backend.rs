@@ -29,6 +29,7 @@ pub struct LinuxSandbox {
     inner: spawn::Sandbox,
     run_dir: RunDir,
     placeholders: Vec<Placeholder>,
+    network: Option<crate::net::service::Service>,
     _janitor: Janitor,
 }
 
@@ -59,15 +60,32 @@ impl Backend for LinuxBackend {
             run_dir,
             mut janitor,
         } = ws;
+        let network = match network_plan(policy) {
+            Some(np) => {
+                let resolv_conf = run_dir.path().join("resolv.conf");
+                std::fs::write(&resolv_conf, super::net::resolv_conf()).map_err(|source| {
+                    BackendError::Io {
+                        what: "writing the sandbox's resolv.conf",
+                        source,
+                    }
+                })?;
+                Some(plan::NetworkInput {
+                    plan: np,
+                    resolv_conf,
+                })
+            }
+            None => None,
+        };
         let plan = plan::build(
             PlanInput {
                 policy,
                 argv: command.argv.iter().map(|a| a.clone().into_vec()).collect(),
-                env: command_env(policy, command, &run_dir),
+                env: command_env(policy, command, &run_dir, network.is_some()),
                 dirs: RunDirs {
                     root: run_dir.root(),
                     tmpdir: run_dir.tmpdir(),
                 },
+                network,
             },
             &RealFs,
         )?;
@@ -102,12 +120,41 @@ impl Backend for LinuxBackend {
                 source,
             })?;
         match spawn::start(&plan, cgroup) {
-            Ok(inner) => Ok(LinuxSandbox {
-                inner,
-                run_dir,
-                placeholders,
-                _janitor: janitor,
-            }),
+            Ok(mut inner) => {
+                // The sandbox exists: from here on threads are fine. Its pid 1 hands over the
+                // proxy's listeners before it starts the command.
+                let network = match (inner.net_channel.take(), &plan.network) {
+                    (Some(chan), Some(np)) => {
+                        let l =
+                            super::net::receive(&chan, np).map_err(|source| BackendError::Io {
+                                what: "receiving the sandbox's network sockets",
+                                source,
+                            })?;
+                        let sockets = crate::net::service::Sockets {
+                            http: l.http,
+                            socks: l.socks,
+                            dns_udp: l.dns_udp,
+                            dns_tcp: l.dns_tcp,
+                        };
+                        Some(
+                            crate::net::service::start(
+                                sockets,
+                                std::sync::Arc::new(policy.clone()),
+                                None,
+                            )
+                            .map_err(|e| BackendError::Network(e.to_string()))?,
+                        )
+                    }
+                    _ => None,
+                };
+                Ok(LinuxSandbox {
+                    inner,
+                    run_dir,
+                    placeholders,
+                    network,
+                    _janitor: janitor,
+                })
+            }
             Err(e) => {
                 plan::remove_placeholders(&placeholders);
                 Err(e.into())
@@ -119,6 +166,11 @@ impl Backend for LinuxBackend {
 impl Sandbox for LinuxSandbox {
     fn wait(self) -> i32 {
         let code = self.inner.wait();
+        if let Some(net) = &self.network {
+            for line in crate::net::service::blocked_summary(&net.events.events()) {
+                eprintln!("{line}");
+            }
+        }
         plan::remove_placeholders(&self.placeholders);
         if let Err(e) = self.run_dir.remove() {
             eprintln!("warden: warning: removing the run directory: {e}");
@@ -136,8 +188,26 @@ fn limits(policy: &Policy) -> Limits {
     }
 }
 
-/// The caller's environment minus `warden.env.deny`, plus TMPDIR and the sandbox markers.
-fn command_env(policy: &Policy, command: &SandboxCommand, run_dir: &RunDir) -> Vec<Vec<u8>> {
+/// Listeners for the proxy when the policy can allow any destination: some `allowedDomains`
+/// entry, and not everything denied (`--no-network` denies `*`).
+fn network_plan(policy: &Policy) -> Option<super::net::NetworkPlan> {
+    let e = &policy.effective;
+    let allowed = !e.strings("network.allowedDomains").is_empty();
+    let all_denied = e
+        .strings("network.deniedDomains")
+        .iter()
+        .any(|r| &*r.pattern == "*");
+    (allowed && !all_denied).then(super::net::NetworkPlan::default)
+}
+
+/// The caller's environment minus `warden.env.deny`, plus TMPDIR, the sandbox markers and,
+/// with a network, the proxy variables (the caller's own proxy variables never pass).
+fn command_env(
+    policy: &Policy,
+    command: &SandboxCommand,
+    run_dir: &RunDir,
+    network: bool,
+) -> Vec<Vec<u8>> {
     let deny: Vec<globset::GlobMatcher> = policy
         .env_deny
         .iter()
@@ -153,6 +223,7 @@ fn command_env(policy: &Policy, command: &SandboxCommand, run_dir: &RunDir) -> V
         .filter(|(k, _)| {
             let name = k.to_string_lossy();
             !matches!(name.as_ref(), "TMPDIR" | "IS_SANDBOX" | "WARDEN_SANDBOX")
+                && !crate::net::env::NAMES.contains(&name.as_ref())
                 && !deny.iter().any(|m| m.is_match(name.as_ref()))
         })
         .map(|(k, v)| {
@@ -165,6 +236,18 @@ fn command_env(policy: &Policy, command: &SandboxCommand, run_dir: &RunDir) -> V
     let mut tmp = b"TMPDIR=".to_vec();
     tmp.extend(run_dir.tmpdir().into_os_string().into_vec());
     env.push(tmp);
+    if network {
+        let java = command
+            .env
+            .iter()
+            .find(|(k, _)| k == "JAVA_TOOL_OPTIONS")
+            .map(|(_, v)| v.to_string_lossy().into_owned());
+        for (k, v) in
+            crate::net::env::proxy_env(crate::net::env::Endpoints::default(), java.as_deref())
+        {
+            env.push(format!("{k}={v}").into_bytes());
+        }
+    }
     env.push(b"IS_SANDBOX=1".to_vec());
     env.push(b"WARDEN_SANDBOX=1".to_vec());
     env

@@ -56,8 +56,9 @@ fn fail(msg: impl std::fmt::Display) -> ! {
 
 /// The sandbox's pid 1, created by the supervisor in its new namespaces. Waits for the
 /// supervisor's go on `go` (uid/gid maps written, cgroup placement done), drops every
-/// descriptor but the standard streams, then builds the sandbox. Never returns.
-pub fn run(plan: &Plan, go: std::os::fd::OwnedFd) -> ! {
+/// descriptor but the standard streams (and `net`, the channel the network listeners go back
+/// to the supervisor on), then builds the sandbox. Never returns.
+pub fn run(plan: &Plan, go: std::os::fd::OwnedFd, net: Option<std::os::fd::OwnedFd>) -> ! {
     let mut byte = [0u8; 1];
     let mut go = std::fs::File::from(go);
     // EOF instead of the go byte: the supervisor failed before letting us run.
@@ -65,15 +66,31 @@ pub fn run(plan: &Plan, go: std::os::fd::OwnedFd) -> ! {
         std::process::exit(EXIT_WARDEN);
     }
     drop(go);
+    // The network channel, if any, becomes fd 3 and survives the close_range below.
+    let net = net.map(|fd| {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        const NET_FD: i32 = 3;
+        let raw = fd.into_raw_fd();
+        if raw != NET_FD {
+            // SAFETY: dup3 onto fd 3 (closing whatever fd 3 was: everything >= 3 is about to
+            // be closed anyway); `raw` is closed by close_range below.
+            if unsafe { libc::dup3(raw, NET_FD, libc::O_CLOEXEC) } < 0 {
+                fail(format_args!("dup3: {}", std::io::Error::last_os_error()));
+            }
+        }
+        // SAFETY: fd 3 is now the channel and owned by nothing else.
+        unsafe { std::os::fd::OwnedFd::from_raw_fd(NET_FD) }
+    });
+    let first_closed: u32 = if net.is_some() { 4 } else { 3 };
     // Nothing of the supervisor's (janitor pipe, cgroup handles) stays open in the sandbox.
     // SAFETY: close_range only closes descriptors; the objects that owned them in this forked
     // copy are never used or dropped again (this function never returns).
-    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    unsafe { libc::syscall(libc::SYS_close_range, first_closed, u32::MAX, 0u32) };
     // Inherited blocked from the supervisor already; pid 1's sigwaitinfo loop depends on it.
     if let Err(e) = signal_set().thread_block() {
         fail(format_args!("blocking signals: {e}"));
     }
-    pid1(plan)
+    pid1(plan, net)
 }
 
 /// Waits for `child`, forwarding signals to it; returns its exit code.
@@ -103,12 +120,17 @@ pub fn supervise(child: Pid, set: &SigSet) -> i32 {
 }
 
 /// The sandbox's pid 1: builds the view, starts the command, reaps, forwards signals.
-fn pid1(plan: &Plan) -> ! {
+fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
     let setup = || -> Result<(), String> {
         super::harden::parent_death_signal(libc::SIGKILL).map_err(|e| e.to_string())?;
         super::mount::apply(plan).map_err(|e| e.to_string())?;
         nix::unistd::sethostname(&plan.hostname).map_err(|e| format!("sethostname: {e}"))?;
         loopback_up().map_err(|e| format!("bringing up lo: {e}"))?;
+        // The proxy's listeners, created here in the sandbox's namespace before the command
+        // exists, go to the supervisor; pid 1 keeps no copy.
+        if let (Some(np), Some(chan)) = (&plan.network, net) {
+            super::net::create_and_send(np, &chan)?;
+        }
         // Nothing in the sandbox may ptrace pid 1 or read its memory.
         super::harden::set_dumpable(false).map_err(|e| e.to_string())?;
         Ok(())

@@ -22,6 +22,7 @@ pub mod init;
 pub mod janitor;
 pub mod landlock;
 pub mod mount;
+pub mod net;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;

@@ -286,6 +286,9 @@ pub fn apply(plan: &Plan) -> Result<(), MountError> {
                 mountpoint(&dst, *dir)?;
                 bind_ro(path, &dst)?;
             }
+            MountOp::FileAt { src, dst } => {
+                bind_ro(src, &under(root, dst))?;
+            }
         }
     }
     // Masks become read-only once their allowRead mount points exist.

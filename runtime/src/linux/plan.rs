@@ -32,6 +32,9 @@ pub enum MountOp {
     Proc,
     /// A minimal /dev: null, zero, full, random, urandom, tty, pts, ptmx, shm, fd links.
     Dev,
+    /// A host file `src` shown read-only at `dst` (an existing file): the sandbox's
+    /// resolv.conf.
+    FileAt { src: PathBuf, dst: PathBuf },
 }
 
 /// What the command's own process applies before exec.
@@ -61,6 +64,9 @@ pub struct Plan {
     /// placeholder before the sandbox starts, the view binds it read-only (so it can be neither
     /// written nor replaced), and teardown removes it if it is still empty.
     pub placeholders: Vec<Placeholder>,
+    /// The proxy's and DNS stub's listeners pid 1 creates in the sandbox's net namespace;
+    /// `None`: no network at all (nothing could be allowed).
+    pub network: Option<super::net::NetworkPlan>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +109,15 @@ pub struct PlanInput<'a> {
     pub argv: Vec<Vec<u8>>,
     pub env: Vec<Vec<u8>>,
     pub dirs: RunDirs,
+    pub network: Option<NetworkInput>,
+}
+
+/// The network part of a plan: the listeners, and the host file that becomes the sandbox's
+/// resolv.conf (pointing at the stub DNS server).
+#[derive(Clone, Debug)]
+pub struct NetworkInput {
+    pub plan: super::net::NetworkPlan,
+    pub resolv_conf: PathBuf,
 }
 
 pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
@@ -272,6 +287,19 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         }
     }
 
+    // /etc/resolv.conf (or what its symlink points at) shows the stub resolver.
+    if let Some(net) = input.network.as_ref().filter(|n| n.plan.dns) {
+        let etc = Path::new("/etc/resolv.conf");
+        if let Ok(real) = crate::policy::fsview::resolve(fs, Path::new("/"), etc) {
+            if fs.kind(&real) == Some(crate::policy::fsview::FileKind::File) {
+                mounts.push(MountOp::FileAt {
+                    src: net.resolv_conf.clone(),
+                    dst: real,
+                });
+            }
+        }
+    }
+
     let mut landlock_writable = writable.clone();
     if tmp_enabled {
         landlock_writable.push(input.dirs.tmpdir.clone());
@@ -307,6 +335,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         },
         rlimits,
         placeholders,
+        network: input.network.map(|n| n.plan),
     })
 }
 

@@ -43,6 +43,7 @@ fn plan_for(settings: SandboxSettings, fs: &MemFs) -> Result<Plan, PlanError> {
                 root: "/run/warden-1/root".into(),
                 tmpdir: "/run/warden-1/tmp".into(),
             },
+            network: None,
         },
         fs,
     )
@@ -282,6 +283,7 @@ fn a_writable_home_gets_rc_file_placeholders() {
                 root: "/run/warden-1/root".into(),
                 tmpdir: "/run/warden-1/tmp".into(),
             },
+            network: None,
         },
         &fs,
     )

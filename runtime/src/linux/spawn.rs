@@ -78,6 +78,8 @@ impl RunDir {
 pub struct Sandbox {
     pid: nix::unistd::Pid,
     cgroup: Option<Cgroup>,
+    /// The supervisor's end of the channel pid 1 sends the network listeners on.
+    pub net_channel: Option<std::os::fd::OwnedFd>,
 }
 
 /// Starts the sandbox for `plan`, directly inside `cgroup` when there is one. The child is a
@@ -89,6 +91,13 @@ pub struct Sandbox {
 pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError> {
     let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SpawnError::Start(e.into()))?;
+    let (net_ours, net_theirs) = match plan.network {
+        Some(_) => {
+            let (a, b) = super::net::channel().map_err(|e| SpawnError::Start(e.into()))?;
+            (Some(a), Some(b))
+        }
+        None => (None, None),
+    };
     let cgroup_dir = match &cgroup {
         Some(cg) => Some(std::fs::File::open(cg.path()).map_err(SpawnError::Start)?),
         None => None,
@@ -115,12 +124,15 @@ pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError>
             std::process::exit(crate::cli::EXIT_WARDEN);
         }
         drop(go_write);
-        super::init::run(plan, go_read)
+        drop(net_ours);
+        super::init::run(plan, go_read, net_theirs)
     };
     drop(go_read);
+    drop(net_theirs);
     let sandbox = Sandbox {
         pid: nix::unistd::Pid::from_raw(pid),
         cgroup,
+        net_channel: net_ours,
     };
     // The child's user namespace maps exactly the caller's own uid and gid — which the kernel
     // lets the caller write for its child, root or not — so the sandbox never holds

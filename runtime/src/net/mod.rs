@@ -10,4 +10,10 @@
 //! - [`event`]: one structured record per decision, for the audit and metrics layers.
 //! - [`env`]: the proxy environment variables the command gets.
 
+pub mod dns;
+pub mod env;
 pub mod event;
+pub mod guard;
+pub mod proxy;
+pub mod resolve;
+pub mod service;

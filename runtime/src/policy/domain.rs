@@ -605,6 +605,17 @@ impl DomainPattern {
         matches!(self.matcher, Matcher::Subdomains(_))
     }
 
+    /// The addresses this pattern names explicitly: an IP literal as a single-address network
+    /// (`/32`, `/128`), a CIDR range as itself; `None` for names, wildcards and `*`. The port,
+    /// if any, is ignored.
+    pub fn ip_network(&self) -> Option<IpNet> {
+        match &self.matcher {
+            Matcher::Ip(ip) => Some(IpNet::from(*ip)),
+            Matcher::Net(net) => Some(*net),
+            Matcher::Any | Matcher::Exact(_) | Matcher::Subdomains(_) => None,
+        }
+    }
+
     #[inline]
     fn matches_in(&self, host: HostRef<'_>, port: Option<u16>, list: ListKind) -> bool {
         if let Some(want) = self.port {
@@ -874,6 +885,26 @@ fn push_decimal(out: &mut String, n: u16) {
 }
 
 impl DomainRules {
+    /// The IP literals and CIDR ranges of `allowedDomains`, port-scoped entries included (the
+    /// port is the policy's business): the addresses the settings allow explicitly, which the
+    /// DNS-rebinding guard (`net::guard`) lets through even when they are loopback, private or
+    /// otherwise refused by default.
+    pub fn allowed_networks(&self) -> Vec<IpNet> {
+        self.allowed
+            .iter()
+            .filter_map(|rule| rule.pattern.ip_network())
+            .collect()
+    }
+
+    /// The ports `allowedDomains` entries are scoped to (`host:443`), for decisions that must
+    /// ask "allowed on some port?" (the stub DNS server).
+    pub fn allowed_ports(&self) -> std::collections::BTreeSet<u16> {
+        self.allowed
+            .iter()
+            .filter_map(|rule| rule.pattern.port())
+            .collect()
+    }
+
     /// Decide a connection to `host` (as the client sent it; canonicalised here) on `port`
     /// (`None`: unknown). An invalid host is denied, never approvable.
     pub fn decide(&self, host: &str, port: Option<u16>, approver_attached: bool) -> Verdict {

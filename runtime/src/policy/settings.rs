@@ -154,6 +154,9 @@ pub struct WardenSettings {
     /// Network is not filtered at all (Cursor's `network_access` without a sandboxed proxy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unrestricted_network: Option<bool>,
+    /// warden's own network settings (the proxy and DNS guard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<WardenNetworkSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +171,18 @@ pub struct WardenSettings {
     pub env: Option<EnvSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commands: Option<CommandSettings>,
+}
+
+/// warden's network additions (`warden.network`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WardenNetworkSettings {
+    /// Also refuse connections to private addresses (10/8, 172.16/12, 192.168/16, 100.64/10,
+    /// fc00::/7, fec0::/10) that an allowed name resolves to, in every IPv6 spelling
+    /// (default false). Loopback, link-local, cloud metadata and the host's own addresses are
+    /// always refused; an IP or CIDR entry in `allowedDomains` lets its addresses through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deny_private_addresses: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]

@@ -1,0 +1,409 @@
+//! The HTTP side of the proxy (hyper): absolute-form requests are forwarded over one upstream
+//! connection per client connection and destination (keep-alive, chunked bodies and
+//! everything else framed by hyper); CONNECT opens a tunnel. Refusals are
+//! `403` with `X-Proxy-Error: blocked-by-allowlist` and a short text body naming the host,
+//! the reason (with `deniedDomainReasons` text) and the rule.
+
+use super::{Proxy, RefusalKind, Refused};
+use crate::net::event::{NetEvent, Protocol, Stage};
+use crate::policy::decision::{Decision, ReasonKind, Verdict};
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, HOST};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::{Mutex, Semaphore};
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Concurrent client connections per sandbox; more wait in the accept queue.
+pub const MAX_CONNECTIONS: usize = 4096;
+/// Buffer per direction of a tunnel.
+pub const TUNNEL_BUFFER: usize = 64 * 1024;
+
+/// Serves HTTP proxy clients accepted on `listener` until the process ends.
+pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
+    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(permit) = limit.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(_) => {
+                // EMFILE and friends: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = stream.set_nodelay(true);
+            let upstream: Arc<Mutex<Option<Upstream>>> = Arc::new(Mutex::new(None));
+            let service =
+                hyper::service::service_fn(move |req| handle(proxy.clone(), upstream.clone(), req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .preserve_header_case(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await;
+        });
+    }
+}
+
+/// The upstream connection a client connection's forwarded requests reuse.
+struct Upstream {
+    host: String,
+    port: u16,
+    address: Option<std::net::IpAddr>,
+    sender: hyper::client::conn::http1::SendRequest<Incoming>,
+}
+
+async fn handle(
+    proxy: Arc<Proxy>,
+    upstream: Arc<Mutex<Option<Upstream>>>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    if let Some(denied) = check_token(&proxy, req.headers()) {
+        return Ok(denied);
+    }
+    Ok(if req.method() == Method::CONNECT {
+        connect(proxy, req).await
+    } else {
+        forward(proxy, upstream, req).await
+    })
+}
+
+/// 407 unless the request carries the proxy's token (when it has one).
+fn check_token(proxy: &Proxy, headers: &HeaderMap) -> Option<Response<Body>> {
+    use base64::Engine;
+    let token = proxy.config.token.as_deref()?;
+    let ok = headers
+        .get(hyper::header::PROXY_AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()
+        })
+        .and_then(|raw| String::from_utf8(raw).ok())
+        .is_some_and(|cred| {
+            cred.split_once(':')
+                .is_some_and(|(_, pass)| constant_time_eq(pass.as_bytes(), token.as_bytes()))
+        });
+    if ok {
+        return None;
+    }
+    let mut resp = text(
+        StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+        "warden: proxy authentication required\n".to_string(),
+    );
+    resp.headers_mut().insert(
+        hyper::header::PROXY_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"warden\""),
+    );
+    Some(resp)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn connect(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
+    let Some((host, port)) = authority(req.uri(), None) else {
+        return bad_request(
+            &proxy,
+            Protocol::Connect,
+            &req.uri().to_string(),
+            0,
+            "CONNECT needs host:port",
+        );
+    };
+    if let Some(why) = host_header_disagrees(req.headers(), &host, port) {
+        return bad_request(&proxy, Protocol::Connect, &host, port, &why);
+    }
+    let opened = match proxy.open(Protocol::Connect, &host, port).await {
+        Ok(o) => o,
+        Err(r) => return refusal(&r),
+    };
+    tokio::spawn(async move {
+        let super::Opened {
+            mut stream,
+            event,
+            started,
+        } = opened;
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let mut client = TokioIo::new(upgraded);
+                let (up, down) = tokio::io::copy_bidirectional_with_sizes(
+                    &mut client,
+                    &mut stream,
+                    TUNNEL_BUFFER,
+                    TUNNEL_BUFFER,
+                )
+                .await
+                .unwrap_or((0, 0));
+                proxy.finish(event, started, up, down);
+            }
+            Err(_) => proxy.finish(event, started, 0, 0),
+        }
+    });
+    Response::new(empty())
+}
+
+async fn forward(
+    proxy: Arc<Proxy>,
+    upstream: Arc<Mutex<Option<Upstream>>>,
+    mut req: Request<Incoming>,
+) -> Response<Body> {
+    let started = Instant::now();
+    let uri = req.uri().clone();
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            let why = format!("scheme {other:?} cannot be forwarded (use CONNECT for https)");
+            return bad_request(&proxy, Protocol::Http, &uri.to_string(), 0, &why);
+        }
+        None => {
+            return bad_request(
+                &proxy,
+                Protocol::Http,
+                &uri.to_string(),
+                0,
+                "not a proxy request: the request target must be an absolute http:// URL",
+            );
+        }
+    }
+    let Some((host, port)) = authority(&uri, Some(80)) else {
+        return bad_request(
+            &proxy,
+            Protocol::Http,
+            &uri.to_string(),
+            0,
+            "no host in the URL",
+        );
+    };
+    if let Some(why) = host_header_disagrees(req.headers(), &host, port) {
+        return bad_request(&proxy, Protocol::Http, &host, port, &why);
+    }
+    let mut slot = upstream.lock().await;
+    // Every request is decided again, even on a reused connection.
+    let (_, decided) = proxy.decide(Protocol::Http, &host, port);
+    let reuse = decided.decision == Decision::Allow
+        && slot
+            .as_ref()
+            .is_some_and(|u| u.host == host && u.port == port && !u.sender.is_closed());
+    let mut event = decided;
+    if !reuse {
+        *slot = None;
+        let opened = match proxy.open(Protocol::Http, &host, port).await {
+            Ok(o) => o,
+            Err(r) => return refusal(&r),
+        };
+        event = opened.event;
+        let handshake = hyper::client::conn::http1::Builder::new()
+            .preserve_header_case(true)
+            .handshake::<_, Incoming>(TokioIo::new(opened.stream))
+            .await;
+        let (sender, conn) = match handshake {
+            Ok(pair) => pair,
+            Err(e) => return upstream_failed(&proxy, event, &format!("HTTP handshake: {e}")),
+        };
+        tokio::spawn(conn);
+        *slot = Some(Upstream {
+            host: host.clone(),
+            port,
+            address: event.address,
+            sender,
+        });
+    } else {
+        event.address = slot.as_ref().and_then(|u| u.address);
+    }
+    let Some(up) = slot.as_mut() else {
+        return upstream_failed(&proxy, event, "no upstream connection");
+    };
+    // Origin-form towards the server; the proxy's own headers never leave.
+    let path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".to_string());
+    *req.uri_mut() = path
+        .parse::<Uri>()
+        .unwrap_or_else(|_| Uri::from_static("/"));
+    strip_hop_by_hop(req.headers_mut());
+    if !req.headers().contains_key(HOST) {
+        let value = if port == 80 {
+            host.clone()
+        } else {
+            format!("{host}:{port}")
+        };
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            req.headers_mut().insert(HOST, v);
+        }
+    }
+    if up.sender.ready().await.is_err() {
+        *slot = None;
+        return upstream_failed(&proxy, event, "upstream closed the connection");
+    }
+    match up.sender.send_request(req).await {
+        Ok(resp) => {
+            proxy.finish(event, started, 0, 0);
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            Response::from_parts(parts, body.boxed())
+        }
+        Err(e) => {
+            *slot = None;
+            upstream_failed(&proxy, event, &format!("upstream request: {e}"))
+        }
+    }
+}
+
+/// Host and port of an absolute or authority-form target, as the client wrote them.
+fn authority(uri: &Uri, default_port: Option<u16>) -> Option<(String, u16)> {
+    let auth = uri.authority()?;
+    let port = auth.port_u16().or(default_port)?;
+    let host = auth.host();
+    if host.is_empty() || auth.as_str().contains('@') {
+        return None;
+    }
+    Some((host.to_string(), port))
+}
+
+/// A Host header naming another host than the request target is refused: the decision is
+/// made on the target, and the server must not be told a different name.
+fn host_header_disagrees(headers: &HeaderMap, host: &str, port: u16) -> Option<String> {
+    let values: Vec<&HeaderValue> = headers.get_all(HOST).iter().collect();
+    if values.len() > 1 {
+        return Some("more than one Host header".to_string());
+    }
+    let value = values.first()?;
+    let Some(text) = value.to_str().ok() else {
+        return Some("Host header is not ASCII".to_string());
+    };
+    let target = crate::policy::domain::canonical_host(host).ok();
+    match crate::policy::domain::parse_target(text) {
+        Ok((h, p)) if Some(&h) == target.as_ref() && p.is_none_or(|p| p == port) => None,
+        Ok(_) => Some(format!(
+            "Host header {:?} disagrees with the request target {host}:{port}",
+            truncate(text)
+        )),
+        Err(e) => Some(format!("invalid Host header {:?}: {e}", truncate(text))),
+    }
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(80).collect()
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+fn empty() -> Body {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn text(status: StatusCode, body: String) -> Response<Body> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// The response for a refused request.
+pub fn refusal(r: &Refused) -> Response<Body> {
+    let e = &r.event;
+    let target = match e.port {
+        Some(p) => format!("{}:{p}", e.host),
+        None => e.host.clone(),
+    };
+    let (status, header, what) = match r.kind {
+        RefusalKind::Blocked => (StatusCode::FORBIDDEN, "blocked-by-allowlist", "blocked"),
+        RefusalKind::BadRequest => (StatusCode::BAD_REQUEST, "bad-request", "refused"),
+        RefusalKind::Unresolvable => (StatusCode::BAD_GATEWAY, "dns-failure", "unreachable"),
+        RefusalKind::Unreachable => (
+            StatusCode::BAD_GATEWAY,
+            "upstream-unreachable",
+            "unreachable",
+        ),
+    };
+    let mut body = format!("warden: {target} {what}: {}\n", e.reason);
+    if let Some(rule) = &e.rule {
+        body.push_str(&format!(
+            "rule: {:?} in {} ({})\n",
+            &*rule.entry, rule.list, &*rule.provenance.source
+        ));
+    }
+    let mut resp = text(status, body);
+    resp.headers_mut()
+        .insert("x-proxy-error", HeaderValue::from_static(header));
+    resp
+}
+
+fn bad_request(
+    proxy: &Proxy,
+    protocol: Protocol,
+    host: &str,
+    port: u16,
+    why: &str,
+) -> Response<Body> {
+    let v = Verdict::deny(ReasonKind::InvalidHost, why.to_string());
+    let mut event = NetEvent::new(protocol, &truncate(host), (port != 0).then_some(port), &v);
+    event.stage = Stage::Request;
+    proxy.config.events.record(event.clone());
+    refusal(&Refused {
+        event,
+        kind: RefusalKind::BadRequest,
+    })
+}
+
+fn upstream_failed(proxy: &Proxy, event: NetEvent, why: &str) -> Response<Body> {
+    let event = event.refused(Stage::Upstream, ReasonKind::DomainAllowed, why.to_string());
+    proxy.config.events.record(event.clone());
+    refusal(&Refused {
+        event,
+        kind: RefusalKind::Unreachable,
+    })
+}

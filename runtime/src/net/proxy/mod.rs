@@ -1,0 +1,233 @@
+//! The filtering proxy, one per sandbox: HTTP/1.1 forward proxy and CONNECT tunnels
+//! ([`http`]) and SOCKS5 ([`socks`]). Every request goes the same way through [`Proxy::open`]:
+//!
+//! 1. the host the client named is canonicalised (`policy::domain::canonical_host`);
+//! 2. the policy engine decides (deny, then allow, then ask — asking is non-interactive deny
+//!    until the approvals issue wires the prompt), port-scoped and CIDR rules included;
+//! 3. warden resolves the name itself (an address the client resolved is never used for a
+//!    name) and the [`AddressGuard`] drops loopback, link-local, metadata and the host's own
+//!    addresses unless the settings allow them explicitly;
+//! 4. warden connects, and every decision becomes a [`NetEvent`].
+//!
+//! On Linux the listeners live in the sandbox's network namespace (created there by its pid 1
+//! and handed to the supervisor), so nothing outside the sandbox can reach the proxy and no
+//! credentials are needed; a proxy listening on a host port (macOS, external use) requires a
+//! per-sandbox token ([`ProxyConfig::token`]).
+
+pub mod http;
+pub mod socks;
+
+use crate::net::event::{EventSink, NetEvent, Protocol, Stage};
+use crate::net::guard::AddressGuard;
+use crate::net::resolve::Resolver;
+use crate::policy::decision::{Decision, ReasonKind, Verdict};
+use crate::policy::domain::Host;
+use crate::policy::merge::Policy;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+/// Upper bound on one upstream connect attempt.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct ProxyConfig {
+    pub policy: Arc<Policy>,
+    pub resolver: Resolver,
+    pub guard: AddressGuard,
+    pub events: Arc<dyn EventSink>,
+    /// Credentials clients must present (HTTP `Proxy-Authorization: Basic`, any user name with
+    /// this password; SOCKS5 username/password). `None`: the listener is reachable only from
+    /// inside the sandbox, which is the authentication.
+    pub token: Option<String>,
+}
+
+/// Why a request was not connected, and what the client is told.
+#[derive(Debug)]
+pub struct Refused {
+    pub event: NetEvent,
+    pub kind: RefusalKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// The policy or the address guard refused: HTTP 403, SOCKS 0x02.
+    Blocked,
+    /// The name did not resolve: HTTP 502, SOCKS 0x04.
+    Unresolvable,
+    /// The upstream refused or timed out: HTTP 502, SOCKS 0x05.
+    Unreachable,
+    /// The request named an invalid host or was inconsistent: HTTP 400, SOCKS 0x02.
+    BadRequest,
+}
+
+/// A connection warden opened for an allowed request; its event is recorded when the
+/// transfer ends ([`Proxy::finish`]).
+pub struct Opened {
+    pub stream: TcpStream,
+    pub event: NetEvent,
+    pub started: Instant,
+}
+
+pub struct Proxy {
+    pub config: ProxyConfig,
+}
+
+impl Proxy {
+    pub fn new(config: ProxyConfig) -> Arc<Proxy> {
+        Arc::new(Proxy { config })
+    }
+
+    /// The policy's verdict for `host_text:port` as the client named it.
+    pub fn decide(
+        &self,
+        protocol: Protocol,
+        host_text: &str,
+        port: u16,
+    ) -> (Option<Host>, NetEvent) {
+        match crate::policy::domain::canonical_host(host_text) {
+            Ok(host) => {
+                let mut v = self.config.policy.check_domain(&host, Some(port));
+                if v.decision == Decision::RequiresApproval {
+                    // Nobody can answer yet: non-interactive deny, with the reason kept.
+                    v = Verdict {
+                        decision: Decision::Deny,
+                        reason: format!("{} (no approver is attached: denied)", v.reason),
+                        ..v
+                    };
+                }
+                let event = NetEvent::new(protocol, &host.to_string(), Some(port), &v);
+                (Some(host), event)
+            }
+            Err(e) => {
+                let v = Verdict::deny(
+                    ReasonKind::InvalidHost,
+                    format!("invalid host {:?}: {e}", truncate(host_text)),
+                );
+                let mut event = NetEvent::new(protocol, &truncate(host_text), Some(port), &v);
+                event.stage = Stage::Request;
+                (None, event)
+            }
+        }
+    }
+
+    /// Decide, resolve, guard and connect. A refusal is recorded here; an allowed connection is
+    /// recorded by [`Proxy::finish`] once its transfer ends.
+    pub async fn open(
+        &self,
+        protocol: Protocol,
+        host_text: &str,
+        port: u16,
+    ) -> Result<Opened, Refused> {
+        let started = Instant::now();
+        let (host, event) = self.decide(protocol, host_text, port);
+        let Some(host) = host else {
+            return Err(self.refuse(event, RefusalKind::BadRequest));
+        };
+        if event.decision != Decision::Allow {
+            return Err(self.refuse(event, RefusalKind::Blocked));
+        }
+        let addresses = match &host {
+            Host::Ip(ip) => vec![*ip],
+            Host::Name(name) => match self.config.resolver.lookup(name).await {
+                Ok(a) if !a.is_empty() => a,
+                Ok(_) => {
+                    let e = event.refused(
+                        Stage::Upstream,
+                        ReasonKind::InvalidHost,
+                        format!("{name} has no address"),
+                    );
+                    return Err(self.refuse(e, RefusalKind::Unresolvable));
+                }
+                Err(err) => {
+                    let e = event.refused(
+                        Stage::Upstream,
+                        ReasonKind::InvalidHost,
+                        format!("{name} did not resolve: {err}"),
+                    );
+                    return Err(self.refuse(e, RefusalKind::Unresolvable));
+                }
+            },
+        };
+        let mut refusals = Vec::new();
+        let allowed: Vec<IpAddr> = addresses
+            .into_iter()
+            .filter(|ip| match self.config.guard.check(*ip) {
+                Ok(()) => true,
+                Err(r) => {
+                    refusals.push(r.to_string());
+                    false
+                }
+            })
+            .collect();
+        if allowed.is_empty() {
+            let e = event.refused(
+                Stage::Guard,
+                ReasonKind::DomainDenied,
+                format!(
+                    "{host} resolves only to refused addresses: {} (allow the address or range explicitly in allowedDomains to reach it)",
+                    refusals.join("; ")
+                ),
+            );
+            return Err(self.refuse(e, RefusalKind::Blocked));
+        }
+        let mut last_error = String::new();
+        for ip in allowed {
+            let addr = SocketAddr::new(ip, port);
+            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    let mut event = event;
+                    event.address = Some(ip);
+                    return Ok(Opened {
+                        stream,
+                        event,
+                        started,
+                    });
+                }
+                Ok(Err(e)) => last_error = format!("{addr}: {e}"),
+                Err(_) => last_error = format!("{addr}: timed out"),
+            }
+        }
+        let e = event.refused(
+            Stage::Upstream,
+            ReasonKind::DomainAllowed,
+            format!("cannot connect to {host}:{port}: {last_error}"),
+        );
+        Err(self.refuse(e, RefusalKind::Unreachable))
+    }
+
+    fn refuse(&self, event: NetEvent, kind: RefusalKind) -> Refused {
+        self.config.events.record(event.clone());
+        Refused { event, kind }
+    }
+
+    /// Records an allowed connection's event with its byte counts and duration.
+    pub fn finish(&self, mut event: NetEvent, started: Instant, up: u64, down: u64) {
+        event.bytes_up = up;
+        event.bytes_down = down;
+        event.duration_ms = started.elapsed().as_millis() as u64;
+        self.config.events.record(event);
+    }
+}
+
+/// Client-supplied text cut for messages.
+fn truncate(text: &str) -> String {
+    text.chars().take(80).collect()
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit: each proxied connection holds
+/// two descriptors, and the default soft limit (1024) would cap a sandbox at ~500 concurrent
+/// connections.
+pub fn raise_nofile_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "proxy_tests.rs"]
+mod tests;

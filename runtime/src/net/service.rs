@@ -1,0 +1,194 @@
+//! The network service of one sandbox: the proxy and the stub DNS server on their own
+//! threads (a tokio runtime), serving the listeners the sandbox handed over. Started after the
+//! sandbox's pid 1 exists (the supervisor must be single-threaded until then).
+
+use super::event::{EventSink, MemorySink, NetEvent};
+use super::guard::{AddressGuard, GuardConfig};
+use super::proxy::{Proxy, ProxyConfig};
+use super::resolve::Resolver;
+use crate::policy::decision::Decision;
+use crate::policy::merge::Policy;
+use std::sync::Arc;
+
+/// The listening sockets, already created where the sandbox can reach them.
+pub struct Sockets {
+    pub http: std::net::TcpListener,
+    pub socks: std::net::TcpListener,
+    pub dns_udp: Option<std::net::UdpSocket>,
+    pub dns_tcp: Option<std::net::TcpListener>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("starting the proxy's runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("setting up name resolution: {0}")]
+    Resolver(String),
+    #[error("the proxy thread ended before it was ready")]
+    Vanished,
+}
+
+/// A running network service; it lives until the process exits.
+pub struct Service {
+    pub events: Arc<MemorySink>,
+}
+
+/// Forwards to the in-memory sink and to an optional extra sink (audit files, metrics).
+struct Tee {
+    memory: Arc<MemorySink>,
+    extra: Option<Arc<dyn EventSink>>,
+}
+
+impl EventSink for Tee {
+    fn record(&self, event: NetEvent) {
+        if let Some(x) = &self.extra {
+            x.record(event.clone());
+        }
+        self.memory.record(event);
+    }
+}
+
+/// Starts the proxy (and the stub DNS server when its sockets are there) for `policy`.
+/// Returns once the service is ready, or the reason it could not start.
+pub fn start(
+    sockets: Sockets,
+    policy: Arc<Policy>,
+    extra_sink: Option<Arc<dyn EventSink>>,
+) -> Result<Service, ServiceError> {
+    super::proxy::raise_nofile_limit();
+    let memory = MemorySink::new();
+    let sink: Arc<dyn EventSink> = Arc::new(Tee {
+        memory: memory.clone(),
+        extra: extra_sink,
+    });
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), ServiceError>>();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("warden-proxy")
+        .enable_all()
+        .build()
+        .map_err(ServiceError::Runtime)?;
+    std::thread::Builder::new()
+        .name("warden-net".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let setup = async {
+                    let resolver = Resolver::from_system()
+                        .map_err(|e| ServiceError::Resolver(e.to_string()))?;
+                    let guard = AddressGuard::new(GuardConfig::from_policy(&policy));
+                    let http = tokio::net::TcpListener::from_std(sockets.http)
+                        .map_err(ServiceError::Runtime)?;
+                    let socks = tokio::net::TcpListener::from_std(sockets.socks)
+                        .map_err(ServiceError::Runtime)?;
+                    let dns_udp = match sockets.dns_udp {
+                        Some(u) => Some(
+                            tokio::net::UdpSocket::from_std(u).map_err(ServiceError::Runtime)?,
+                        ),
+                        None => None,
+                    };
+                    let dns_tcp = match sockets.dns_tcp {
+                        Some(t) => Some(
+                            tokio::net::TcpListener::from_std(t).map_err(ServiceError::Runtime)?,
+                        ),
+                        None => None,
+                    };
+                    let dns = super::dns::DnsHandler::new(
+                        dns_decider(policy.clone()),
+                        resolver.clone(),
+                        guard.clone(),
+                        sink.clone(),
+                    );
+                    let proxy = Proxy::new(ProxyConfig {
+                        policy,
+                        resolver,
+                        guard,
+                        events: sink,
+                        token: None,
+                    });
+                    Ok::<_, ServiceError>((proxy, http, socks, dns, dns_udp, dns_tcp))
+                };
+                match setup.await {
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                    Ok((proxy, http, socks, dns, dns_udp, dns_tcp)) => {
+                        let dns = Arc::new(dns);
+                        tokio::spawn(super::proxy::http::serve(proxy.clone(), http));
+                        tokio::spawn(super::proxy::socks::serve(proxy, socks));
+                        if let Some(u) = dns_udp {
+                            tokio::spawn(super::dns::serve_udp(u, dns.clone()));
+                        }
+                        if let Some(t) = dns_tcp {
+                            tokio::spawn(super::dns::serve_tcp(t, dns));
+                        }
+                        let _ = ready_tx.send(Ok(()));
+                        std::future::pending::<()>().await;
+                    }
+                }
+            })
+        })
+        .map_err(ServiceError::Runtime)?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(Service { events: memory }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ServiceError::Vanished),
+    }
+}
+
+/// The DNS stub answers a name iff the proxy could connect to it on some port: the policy's
+/// decision for the name without a port, or else on any port an `allowedDomains` entry is
+/// scoped to (`example.com:443` makes `example.com` resolvable).
+fn dns_decider(
+    policy: Arc<Policy>,
+) -> Box<dyn Fn(&str) -> crate::policy::decision::Verdict + Send + Sync> {
+    let ports = policy.domains.allowed_ports();
+    Box::new(
+        move |name: &str| match crate::policy::domain::canonical_host(name) {
+            Ok(host) => {
+                let mut v = policy.check_domain(&host, None);
+                if v.decision != Decision::Allow {
+                    if let Some(allowed) = ports
+                        .iter()
+                        .map(|p| policy.check_domain(&host, Some(*p)))
+                        .find(|v| v.decision == Decision::Allow)
+                    {
+                        v = allowed;
+                    }
+                }
+                if v.decision == Decision::RequiresApproval {
+                    v.decision = Decision::Deny;
+                }
+                v
+            }
+            Err(e) => crate::policy::decision::Verdict::deny(
+                crate::policy::decision::ReasonKind::InvalidHost,
+                format!("invalid name: {e}"),
+            ),
+        },
+    )
+}
+
+/// One line per blocked destination (deduplicated, with a count), for the end of a run.
+pub fn blocked_summary(events: &[NetEvent]) -> Vec<String> {
+    let mut seen: Vec<(String, usize, String)> = Vec::new();
+    for e in events.iter().filter(|e| e.decision != Decision::Allow) {
+        let target = match e.port {
+            Some(p) => format!("{}:{p}", e.host),
+            None => e.host.clone(),
+        };
+        match seen.iter_mut().find(|(t, _, _)| *t == target) {
+            Some(entry) => entry.1 += 1,
+            None => seen.push((target, 1, e.reason.clone())),
+        }
+    }
+    seen.into_iter()
+        .map(|(target, n, reason)| {
+            let times = if n > 1 {
+                format!(" ({n}×)")
+            } else {
+                String::new()
+            };
+            format!("warden: network: blocked {target}{times}: {reason}")
+        })
+        .collect()
+}
