@@ -10,6 +10,8 @@
 //! assert_eq!(out.code, 0, "{}", out.stderr);
 //! ```
 
+pub mod netns;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};

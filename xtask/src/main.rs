@@ -3,6 +3,8 @@
 //! Plain `std::process::Command` calls, each printed before it runs, so every step can be
 //! repeated by hand.
 
+mod bench_proxy;
+
 use anyhow::{bail, Context, Result};
 use std::env;
 use std::fs;
@@ -12,9 +14,20 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 /// Debian packages the build, the tests and the demo need. `setup` installs the missing ones.
-/// `tests/` drive python3 (pty, raw syscalls), util-linux (`unshare`) and git; the demo curl.
+/// `tests/` drive python3 (pty, raw syscalls, test servers), util-linux (`unshare`) and git;
+/// the network tests iproute2 (`ip netns`, veth pairs), openssl (test certificates), curl and
+/// wget; the demo curl.
 /// Later issues add what they need here (clang-19, libbpf-dev, libelf-dev, zlib1g-dev, ...).
-const APT_PACKAGES: &[&str] = &["pkg-config", "python3", "util-linux", "git", "curl"];
+const APT_PACKAGES: &[&str] = &[
+    "pkg-config",
+    "python3",
+    "util-linux",
+    "git",
+    "curl",
+    "iproute2",
+    "openssl",
+    "wget",
+];
 
 const RUSTUP_COMPONENTS: &[&str] = &["rustfmt", "clippy"];
 
@@ -553,12 +566,32 @@ fn bench(args: &[String]) -> Result<ExitCode> {
     if let Some(("spawn", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
         return bench_spawn(rest);
     }
+    if let Some(("proxy", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
+        if let Some(arg) = rest.first() {
+            return Ok(usage_error(&format!("bench proxy: unknown argument `{arg}`")));
+        }
+        if let Err(e) = setup_bench() {
+            println!("bench proxy: warning: installing the peers failed ({e:#}); going on with what is there");
+        }
+        let mut build = cargo(&["build", "--release", "-p", "warden"]);
+        println!("bench proxy: {}", show(&build));
+        run_cmd(&mut build)?;
+        let target = env::current_exe()?
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| root().join("target"));
+        let tmp = tempfile::Builder::new()
+            .prefix("warden-bench-proxy-")
+            .tempdir()?;
+        return bench_proxy::run(&target.join("release").join("warden"), tmp.path());
+    }
     let (names, criterion_args) = match args.split_first() {
         None => (BENCHES.to_vec(), &[][..]),
         Some((name, rest)) if BENCHES.contains(&name.as_str()) => (vec![name.as_str()], rest),
         Some((name, _)) => {
             eprintln!(
-                "xtask: unknown benchmark `{name}`; known: {}, spawn",
+                "xtask: unknown benchmark `{name}`; known: {}, spawn, proxy",
                 BENCHES.join(", ")
             );
             return Ok(ExitCode::from(2));

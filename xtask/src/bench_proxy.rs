@@ -1,0 +1,294 @@
+//! `cargo xtask bench proxy`: throughput and per-request latency through warden's proxy,
+//! against the same transfers made directly and through srt's proxy, in the same run.
+//!
+//! The server is a small HTTP/1.1 server in this process on 127.0.0.1 (keep-alive, `GET
+//! /bytes/N` sends N deterministic bytes from a 1 MiB buffer, `GET /small` two bytes), so it
+//! is never the bottleneck. Every variant runs curl; curl itself reports the transfer's speed
+//! and each request's total time (`-w`), so the sandboxes' start-up time is not counted.
+//! warden and srt allow exactly `127.0.0.1` (warden's rebinding guard lets loopback through
+//! only because the settings name it explicitly).
+
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+/// Bytes of the large download.
+const BIG: u64 = 256 * 1024 * 1024;
+/// Sequential small requests per run (one curl, kept alive).
+const SMALL: usize = 200;
+/// Rounds; each round runs every variant once, in rotating order.
+const ROUNDS: usize = 5;
+
+struct Variant {
+    name: &'static str,
+    /// argv before `sh -c SCRIPT`.
+    prefix: Vec<String>,
+    /// curl options that route through this variant's proxy.
+    proxy_opts: &'static str,
+    failed: Option<String>,
+    speeds: Vec<f64>,
+    latencies: Vec<f64>,
+}
+
+pub fn run(warden: &Path, tmp: &Path) -> Result<ExitCode> {
+    let port = serve()?;
+    let project = tmp.join("project");
+    let home = tmp.join("home");
+    std::fs::create_dir_all(&project)?;
+    std::fs::create_dir_all(home.join(".config"))?;
+    let srt_settings = home.join("srt-settings.json");
+    std::fs::write(
+        &srt_settings,
+        r#"{"filesystem":{"denyRead":[],"allowWrite":["."],"denyWrite":[]},"network":{"allowedDomains":["127.0.0.1"],"deniedDomains":[]}}"#,
+    )?;
+    let config = project.join("small.curl");
+    let mut small = String::new();
+    for _ in 0..SMALL {
+        small.push_str(&format!(
+            "url = \"http://127.0.0.1:{port}/small\"\noutput = \"/dev/null\"\n"
+        ));
+    }
+    std::fs::write(&config, small)?;
+
+    let mut variants = vec![
+        Variant {
+            name: "direct",
+            prefix: vec![],
+            proxy_opts: "--noproxy '*'",
+            failed: None,
+            speeds: vec![],
+            latencies: vec![],
+        },
+        Variant {
+            name: "warden",
+            prefix: vec![
+                warden.display().to_string(),
+                "run".into(),
+                "--allow-domain".into(),
+                "127.0.0.1".into(),
+                "--".into(),
+            ],
+            // NO_PROXY names 127.0.0.1 inside the sandbox; force the proxy for this test.
+            proxy_opts: "--noproxy '' -x \"$HTTP_PROXY\"",
+            failed: None,
+            speeds: vec![],
+            latencies: vec![],
+        },
+        Variant {
+            name: "srt",
+            prefix: vec![
+                "srt".into(),
+                "--settings".into(),
+                srt_settings.display().to_string(),
+                "--".into(),
+            ],
+            proxy_opts: "--noproxy '' -x \"$HTTP_PROXY\"",
+            failed: None,
+            speeds: vec![],
+            latencies: vec![],
+        },
+    ];
+    let big_url = format!("http://127.0.0.1:{port}/bytes/{BIG}");
+    for round in 0..ROUNDS {
+        for i in 0..variants.len() {
+            let v = &mut variants[(i + round) % 3];
+            if v.failed.is_some() {
+                continue;
+            }
+            let script = format!(
+                "curl -sS -o /dev/null {opts} -w '%{{speed_download}}\\n' '{big_url}' && \
+                 curl -sS {opts} -w '%{{time_total}}\\n' -K '{}'",
+                config.display(),
+                opts = v.proxy_opts
+            );
+            match run_variant(v, &script, &project, &home) {
+                Ok(lines) => {
+                    let mut nums = lines.iter().filter_map(|l| l.trim().parse::<f64>().ok());
+                    if let Some(speed) = nums.next() {
+                        v.speeds.push(speed);
+                    }
+                    v.latencies.extend(nums);
+                }
+                Err(e) => {
+                    println!("bench proxy: {} failed, left out: {e:#}", v.name);
+                    v.failed = Some(format!("{e:#}"));
+                }
+            }
+        }
+        println!("bench proxy: round {}/{ROUNDS} done", round + 1);
+    }
+    let report = report(&variants);
+    println!("\n{report}");
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|r| r.join("target").join("bench-proxy.md"))
+        .unwrap_or_else(|| PathBuf::from("bench-proxy.md"));
+    std::fs::write(&out, &report)?;
+    println!("bench proxy: written to {}", out.display());
+    Ok(if variants[1].failed.is_some() || variants[0].failed.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_variant(v: &Variant, script: &str, project: &Path, home: &Path) -> Result<Vec<String>> {
+    let mut argv = v.prefix.clone();
+    argv.extend(["sh".into(), "-c".into(), script.to_string()]);
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(project)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("WARDEN_MANAGED_SETTINGS", home.join("managed.json"))
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {}", argv[0]))?;
+    if !out.status.success() {
+        bail!(
+            "exit {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    if lines.len() != SMALL + 1 {
+        bail!(
+            "expected {} result lines, got {}: {}",
+            SMALL + 1,
+            lines.len(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(lines)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    if s.is_empty() {
+        f64::NAN
+    } else {
+        s[s.len() / 2]
+    }
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    super::percentile(&s, p)
+}
+
+fn report(variants: &[Variant]) -> String {
+    let mib = |bps: f64| bps / (1024.0 * 1024.0);
+    let direct_speed = median(&variants[0].speeds);
+    let direct_p50 = pct(&variants[0].latencies, 50.0) * 1000.0;
+    let mut r = format!(
+        "| variant | 256 MiB download, median of {ROUNDS} (MiB/s) | vs direct | {SMALL} sequential requests × {ROUNDS}: p50 (ms) | p90 (ms) | added p50 (ms) |\n| --- | ---: | ---: | ---: | ---: | ---: |\n"
+    );
+    for v in variants {
+        if let Some(why) = &v.failed {
+            r.push_str(&format!("| {} | failed: {} | | | | |\n", v.name, why.lines().next().unwrap_or("")));
+            continue;
+        }
+        let s = median(&v.speeds);
+        let p50 = pct(&v.latencies, 50.0) * 1000.0;
+        let p90 = pct(&v.latencies, 90.0) * 1000.0;
+        r.push_str(&format!(
+            "| {} | {:.0} | {:.0} % | {:.3} | {:.3} | {:+.3} |\n",
+            v.name,
+            mib(s),
+            100.0 * s / direct_speed,
+            p50,
+            p90,
+            p50 - direct_p50
+        ));
+    }
+    let w = &variants[1];
+    let srt = &variants[2];
+    if w.failed.is_none() {
+        let ws = median(&w.speeds);
+        let added = pct(&w.latencies, 50.0) * 1000.0 - direct_p50;
+        r.push_str("\nTargets (issue #4):\n\n");
+        r.push_str(&format!(
+            "- warden ≥ 90 % of direct throughput: {:.0} % — {}\n",
+            100.0 * ws / direct_speed,
+            met(ws >= 0.9 * direct_speed)
+        ));
+        if srt.failed.is_none() {
+            let ss = median(&srt.speeds);
+            r.push_str(&format!(
+                "- warden ≥ 2× srt's throughput: {:.1}× — {}\n",
+                ws / ss,
+                met(ws >= 2.0 * ss)
+            ));
+        }
+        r.push_str(&format!(
+            "- added latency ≤ 1 ms p50 per request: {added:+.3} ms — {}\n",
+            met(added <= 1.0)
+        ));
+    }
+    r
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "**not met**"
+    }
+}
+
+/// Starts the benchmark's HTTP server on 127.0.0.1; returns its port.
+fn serve() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = connection(stream);
+            });
+        }
+    });
+    Ok(port)
+}
+
+fn connection(stream: TcpStream) -> std::io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let chunk: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        // Skip the headers.
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
+                break;
+            }
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("/");
+        let target = path.rsplit_once("://").map_or(path, |(_, rest)| {
+            rest.find('/').map_or("/", |i| &rest[i..])
+        });
+        if let Some(n) = target.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
+            write!(out, "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n")?;
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(chunk.len() as u64) as usize;
+                out.write_all(&chunk[..k])?;
+                left -= k as u64;
+            }
+        } else {
+            out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")?;
+        }
+    }
+}
