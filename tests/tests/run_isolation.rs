@@ -380,7 +380,10 @@ fn sigkill_of_warden_takes_the_sandbox_down_and_leaves_nothing() {
         .flatten()
         .map(|e| e.file_name())
         .collect();
-    assert!(left.is_empty(), "placeholders left in the project: {left:?}");
+    assert!(
+        left.is_empty(),
+        "placeholders left in the project: {left:?}"
+    );
     // No mount of the sandbox ever reached the host's mount table.
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let base = run_base(&env);

@@ -568,7 +568,9 @@ fn bench(args: &[String]) -> Result<ExitCode> {
     }
     if let Some(("proxy", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
         if let Some(arg) = rest.first() {
-            return Ok(usage_error(&format!("bench proxy: unknown argument `{arg}`")));
+            return Ok(usage_error(&format!(
+                "bench proxy: unknown argument `{arg}`"
+            )));
         }
         if let Err(e) = setup_bench() {
             println!("bench proxy: warning: installing the peers failed ({e:#}); going on with what is there");

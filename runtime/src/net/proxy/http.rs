@@ -142,18 +142,35 @@ async fn connect(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
             started,
         } = opened;
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let mut client = TokioIo::new(upgraded);
-                let (up, down) = tokio::io::copy_bidirectional_with_sizes(
-                    &mut client,
-                    &mut stream,
-                    TUNNEL_BUFFER,
-                    TUNNEL_BUFFER,
-                )
-                .await
-                .unwrap_or((0, 0));
-                proxy.finish(event, started, up, down);
-            }
+            Ok(upgraded) => match upgraded.downcast::<TokioIo<tokio::net::TcpStream>>() {
+                // The client's own socket: splice in the kernel, after the bytes hyper had
+                // already read past the CONNECT head.
+                Ok(parts) => {
+                    let client = parts.io.into_inner();
+                    let early = parts.read_buf.len() as u64;
+                    let sent =
+                        tokio::io::AsyncWriteExt::write_all(&mut stream, &parts.read_buf).await;
+                    let (up, down) = match sent {
+                        Ok(()) => super::splice::tunnel(&client, &stream)
+                            .await
+                            .unwrap_or((0, 0)),
+                        Err(_) => (0, 0),
+                    };
+                    proxy.finish(event, started, early + up, down);
+                }
+                Err(upgraded) => {
+                    let mut client = TokioIo::new(upgraded);
+                    let (up, down) = tokio::io::copy_bidirectional_with_sizes(
+                        &mut client,
+                        &mut stream,
+                        TUNNEL_BUFFER,
+                        TUNNEL_BUFFER,
+                    )
+                    .await
+                    .unwrap_or((0, 0));
+                    proxy.finish(event, started, up, down);
+                }
+            },
             Err(_) => proxy.finish(event, started, 0, 0),
         }
     });

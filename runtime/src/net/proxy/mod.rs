@@ -16,6 +16,7 @@
 
 pub mod http;
 pub mod socks;
+pub mod splice;
 
 use crate::net::event::{EventSink, NetEvent, Protocol, Stage};
 use crate::net::guard::AddressGuard;

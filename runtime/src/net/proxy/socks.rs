@@ -82,25 +82,20 @@ async fn handle(proxy: Arc<Proxy>, stream: TcpStream) {
             let _ = proto.reply_error(&reply).await;
         }
         Ok(super::Opened {
-            mut stream,
+            stream,
             event,
             started,
         }) => {
             let bound = stream
                 .local_addr()
                 .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
-            let Ok(mut client) = proto.reply_success(bound).await else {
+            let Ok(client) = proto.reply_success(bound).await else {
                 proxy.finish(event, started, 0, 0);
                 return;
             };
-            let (up, down) = tokio::io::copy_bidirectional_with_sizes(
-                &mut client,
-                &mut stream,
-                super::http::TUNNEL_BUFFER,
-                super::http::TUNNEL_BUFFER,
-            )
-            .await
-            .unwrap_or((0, 0));
+            let (up, down) = super::splice::tunnel(&client, &stream)
+                .await
+                .unwrap_or((0, 0));
             proxy.finish(event, started, up, down);
         }
     }
