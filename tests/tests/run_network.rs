@@ -1271,3 +1271,190 @@ fn curl_parallel_fetches_a_thousand_urls() {
     got.dedup();
     assert_eq!(got.len(), 1000);
 }
+
+// ---------------------------------------------------------------------------------------------
+// DNS stub, external proxy, parent proxy
+
+#[test]
+fn the_stub_resolver_answers_allowed_names_and_refuses_the_rest() {
+    let Some(mut w) = World::new("the_stub_resolver_answers_allowed_names_and_refuses_the_rest")
+    else {
+        return;
+    };
+    let allowed = w.map("dns-ok");
+    let refused = w.map("dns-no");
+    let py = netns::python3().display().to_string();
+    // getaddrinfo goes through resolv.conf (the stub at 127.0.0.53), not /etc/hosts: the
+    // sandbox's /etc/hosts is the host's, so query the stub directly with a raw DNS packet.
+    let script = format!(
+        r#"cat /etc/resolv.conf; {py} - <<'PY'
+import socket, struct
+def query(name):
+    q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    q += b"\0" + struct.pack(">HH", 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(10)
+    s.sendto(q, ("127.0.0.53", 53))
+    r, _ = s.recvfrom(4096)
+    rcode = r[3] & 0xF
+    answers = struct.unpack(">H", r[6:8])[0]
+    addr = socket.inet_ntoa(r[-4:]) if answers else "-"
+    print(name, "rcode", rcode, "answers", answers, "addr", addr)
+query("{allowed}")
+query("{refused}")
+PY"#
+    );
+    let out = w.run(&allow(&[&allowed]), &script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("nameserver 127.0.0.53"), "{out:?}");
+    let ns = w.net.ns_v4().to_string();
+    assert!(
+        out.stdout
+            .contains(&format!("{allowed} rcode 0 answers 1 addr {ns}")),
+        "{out:?}"
+    );
+    // REFUSED is rcode 5, and the refusal is reported after the run.
+    assert!(
+        out.stdout.contains(&format!("{refused} rcode 5 answers 0")),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr.contains(&format!("blocked {refused}")),
+        "{out:?}"
+    );
+}
+
+/// A stand-in for an external filtering proxy or a corporate parent proxy on the host's
+/// loopback: records each connection's first bytes, answers CONNECT with 200 and then
+/// relays to `forward_to` (if any), answers anything else with a fixed 200.
+struct FakeProxy {
+    port: u16,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl FakeProxy {
+    fn start(forward_to: Option<std::net::SocketAddr>) -> FakeProxy {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = heads.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line);
+                    }
+                    log.lock().unwrap().push(head.clone());
+                    let mut out = stream;
+                    if head.starts_with("CONNECT ") {
+                        let Some(target) = forward_to else { return };
+                        let up = std::net::TcpStream::connect(target).unwrap();
+                        out.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                            .unwrap();
+                        let (mut a, mut b) = (out.try_clone().unwrap(), up.try_clone().unwrap());
+                        std::thread::spawn(move || std::io::copy(&mut b, &mut a));
+                        let mut up = up;
+                        let _ = std::io::copy(&mut reader, &mut up);
+                    } else {
+                        let _ = out.write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 14\r\nConnection: close\r\n\r\nfrom-the-fake\n",
+                        );
+                    }
+                });
+            }
+        });
+        FakeProxy { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn http_proxy_port_hands_the_sandboxs_proxy_traffic_to_an_external_proxy() {
+    let Some(w) =
+        World::new("http_proxy_port_hands_the_sandboxs_proxy_traffic_to_an_external_proxy")
+    else {
+        return;
+    };
+    let external = FakeProxy::start(None);
+    let settings = w.env.write_settings(
+        "external.json",
+        &json!({ "network": { "httpProxyPort": external.port } }).to_string(),
+    );
+    let name = w.name("decided-elsewhere");
+    let out = w.run(
+        &["--settings".into(), settings.display().to_string()],
+        &format!("curl -sS --max-time 20 http://{name}/via-external"),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("from-the-fake"), "{out:?}");
+    // The external proxy got the request as the client sent it: warden did not decide.
+    let heads = external.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0].starts_with(&format!("GET http://{name}/via-external HTTP/1.1")),
+        "{heads:?}"
+    );
+}
+
+#[test]
+fn a_parent_proxy_carries_allowed_tunnels_and_never_sees_denied_ones() {
+    let Some(mut w) =
+        World::new("a_parent_proxy_carries_allowed_tunnels_and_never_sees_denied_ones")
+    else {
+        return;
+    };
+    let host = w.map("behind-parent");
+    let https = w.net.https_server(&[&host]);
+    let ca = w.ca();
+    let parent = FakeProxy::start(Some(std::net::SocketAddr::new(w.net.ns_v4().into(), 443)));
+    let settings = w.env.write_settings(
+        "parent.json",
+        &json!({ "network": {
+            "allowedDomains": [host],
+            "parentProxy": { "https": format!("http://user:pw@127.0.0.1:{}", parent.port) }
+        } })
+        .to_string(),
+    );
+    let denied = w.name("not-allowed");
+    let out = w.run(
+        &["--settings".into(), settings.display().to_string()],
+        &format!(
+            "curl -sS --max-time 20 --cacert {ca} https://{host}/through-parent; \
+             curl -sS --max-time 20 -o /dev/null -w '%{{http_code}}\\n' https://{denied}/ || true"
+        ),
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "hello from warden-tests host={host} path=/through-parent"
+        )),
+        "{out:?}"
+    );
+    let heads = parent.heads();
+    assert_eq!(
+        heads.len(),
+        1,
+        "only the allowed tunnel reaches the parent: {heads:?}"
+    );
+    assert!(
+        heads[0].starts_with(&format!("CONNECT {host}:443 HTTP/1.1")),
+        "{heads:?}"
+    );
+    assert!(
+        heads[0].contains("Proxy-Authorization: Basic dXNlcjpwdw=="),
+        "{heads:?}"
+    );
+    assert_eq!(paths(&https), ["/through-parent"]);
+}

@@ -188,11 +188,14 @@ fn limits(policy: &Policy) -> Limits {
     }
 }
 
-/// Listeners for the proxy when the policy can allow any destination: some `allowedDomains`
-/// entry, and not everything denied (`--no-network` denies `*`).
+/// Listeners for the proxy when the policy can allow any destination — some `allowedDomains`
+/// entry, or an external proxy (`httpProxyPort`/`socksProxyPort`) that decides — and not
+/// everything denied (`--no-network` denies `*`).
 fn network_plan(policy: &Policy) -> Option<super::net::NetworkPlan> {
     let e = &policy.effective;
-    let allowed = !e.strings("network.allowedDomains").is_empty();
+    let allowed = !e.strings("network.allowedDomains").is_empty()
+        || e.u64("network.httpProxyPort").is_some()
+        || e.u64("network.socksProxyPort").is_some();
     let all_denied = e
         .strings("network.deniedDomains")
         .iter()

@@ -17,3 +17,4 @@ pub mod guard;
 pub mod proxy;
 pub mod resolve;
 pub mod service;
+pub mod upstream;

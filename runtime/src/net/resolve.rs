@@ -188,9 +188,17 @@ impl Resolver {
         resolv_conf: &Path,
         hosts_file: Option<&Path>,
     ) -> Result<Resolver, ResolveError> {
+        #[cfg(not(target_vendor = "apple"))]
         let parsed = std::fs::read(resolv_conf)
             .ok()
             .and_then(|data| hickory_resolver::system_conf::parse_resolv_conf(data).ok());
+        // macOS: resolv.conf is informational there and hickory has no parser for it; the
+        // resolver configuration comes from the SystemConfiguration framework instead.
+        #[cfg(target_vendor = "apple")]
+        let parsed = {
+            let _ = resolv_conf;
+            hickory_resolver::system_conf::read_system_conf().ok()
+        };
         let (servers, mut options) = match parsed {
             Some((config, options)) => (config.name_servers, options),
             None => (

@@ -24,6 +24,8 @@ pub enum ServiceError {
     Runtime(#[source] std::io::Error),
     #[error("setting up name resolution: {0}")]
     Resolver(String),
+    #[error("network settings: {0}")]
+    Config(String),
     #[error("the proxy thread ended before it was ready")]
     Vanished,
 }
@@ -56,6 +58,20 @@ pub fn start(
     extra_sink: Option<Arc<dyn EventSink>>,
 ) -> Result<Service, ServiceError> {
     super::proxy::raise_nofile_limit();
+    let parent = super::upstream::ParentProxy::from_policy(&policy)
+        .map_err(|e| ServiceError::Config(e.to_string()))?;
+    let port = |key: &str| -> Result<Option<u16>, ServiceError> {
+        match policy.effective.u64(key) {
+            None => Ok(None),
+            Some(p) => u16::try_from(p)
+                .ok()
+                .filter(|p| *p != 0)
+                .map(Some)
+                .ok_or_else(|| ServiceError::Config(format!("{key} {p} is not a port"))),
+        }
+    };
+    let external_http = port("network.httpProxyPort")?;
+    let external_socks = port("network.socksProxyPort")?;
     let memory = MemorySink::new();
     let sink: Arc<dyn EventSink> = Arc::new(Tee {
         memory: memory.clone(),
@@ -104,6 +120,7 @@ pub fn start(
                         guard,
                         events: sink,
                         token: None,
+                        parent,
                     });
                     Ok::<_, ServiceError>((proxy, http, socks, dns, dns_udp, dns_tcp))
                 };
@@ -113,8 +130,14 @@ pub fn start(
                     }
                     Ok((proxy, http, socks, dns, dns_udp, dns_tcp)) => {
                         let dns = Arc::new(dns);
-                        tokio::spawn(super::proxy::http::serve(proxy.clone(), http));
-                        tokio::spawn(super::proxy::socks::serve(proxy, socks));
+                        match external_http {
+                            Some(p) => tokio::spawn(super::upstream::relay(http, p)),
+                            None => tokio::spawn(super::proxy::http::serve(proxy.clone(), http)),
+                        };
+                        match external_socks {
+                            Some(p) => tokio::spawn(super::upstream::relay(socks, p)),
+                            None => tokio::spawn(super::proxy::socks::serve(proxy, socks)),
+                        };
                         if let Some(u) = dns_udp {
                             tokio::spawn(super::dns::serve_udp(u, dns.clone()));
                         }

@@ -23,6 +23,8 @@ type Body = BoxBody<Bytes, hyper::Error>;
 
 /// Concurrent client connections per sandbox; more wait in the accept queue.
 pub const MAX_CONNECTIONS: usize = 4096;
+/// Read buffer of a forwarded body: large reads mean fewer, larger frames to write.
+const BODY_BUFFER: usize = 256 * 1024;
 /// Buffer per direction of a tunnel.
 pub const TUNNEL_BUFFER: usize = 64 * 1024;
 
@@ -52,6 +54,7 @@ pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(30))
                 .preserve_header_case(true)
+                .max_buf_size(BODY_BUFFER)
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades()
                 .await;
@@ -64,6 +67,8 @@ struct Upstream {
     host: String,
     port: u16,
     address: Option<std::net::IpAddr>,
+    /// Requests go to a parent proxy, in absolute form, with this authorization.
+    via_parent: Option<Option<String>>,
     sender: hyper::client::conn::http1::SendRequest<Incoming>,
 }
 
@@ -140,6 +145,7 @@ async fn connect(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
             mut stream,
             event,
             started,
+            ..
         } = opened;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => match upgraded.downcast::<TokioIo<tokio::net::TcpStream>>() {
@@ -227,8 +233,10 @@ async fn forward(
             Err(r) => return refusal(&r),
         };
         event = opened.event;
+        let via_parent = opened.via_parent;
         let handshake = hyper::client::conn::http1::Builder::new()
             .preserve_header_case(true)
+            .read_buf_exact_size(Some(BODY_BUFFER))
             .handshake::<_, Incoming>(TokioIo::new(opened.stream))
             .await;
         let (sender, conn) = match handshake {
@@ -240,6 +248,7 @@ async fn forward(
             host: host.clone(),
             port,
             address: event.address,
+            via_parent,
             sender,
         });
     } else {
@@ -248,15 +257,26 @@ async fn forward(
     let Some(up) = slot.as_mut() else {
         return upstream_failed(&proxy, event, "no upstream connection");
     };
-    // Origin-form towards the server; the proxy's own headers never leave.
-    let path = uri
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".to_string());
-    *req.uri_mut() = path
-        .parse::<Uri>()
-        .unwrap_or_else(|_| Uri::from_static("/"));
+    // Origin-form towards the server (absolute form towards a parent proxy); the client's
+    // proxy headers never leave.
     strip_hop_by_hop(req.headers_mut());
+    match &up.via_parent {
+        Some(auth) => {
+            if let Some(v) = auth.as_deref().and_then(|a| HeaderValue::from_str(a).ok()) {
+                req.headers_mut()
+                    .insert(hyper::header::PROXY_AUTHORIZATION, v);
+            }
+        }
+        None => {
+            let path = uri
+                .path_and_query()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "/".to_string());
+            *req.uri_mut() = path
+                .parse::<Uri>()
+                .unwrap_or_else(|_| Uri::from_static("/"));
+        }
+    }
     if !req.headers().contains_key(HOST) {
         let value = if port == 80 {
             host.clone()

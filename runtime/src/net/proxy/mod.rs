@@ -41,6 +41,8 @@ pub struct ProxyConfig {
     /// this password; SOCKS5 username/password). `None`: the listener is reachable only from
     /// inside the sandbox, which is the authentication.
     pub token: Option<String>,
+    /// `network.parentProxy`: allowed connections go through it (except `noProxy` hosts).
+    pub parent: Option<crate::net::upstream::ParentProxy>,
 }
 
 /// Why a request was not connected, and what the client is told.
@@ -68,6 +70,9 @@ pub struct Opened {
     pub stream: TcpStream,
     pub event: NetEvent,
     pub started: Instant,
+    /// Set when `stream` leads to a parent proxy that takes plain-HTTP requests in absolute
+    /// form (with this `Proxy-Authorization`, if any) rather than to the destination.
+    pub via_parent: Option<Option<String>>,
 }
 
 pub struct Proxy {
@@ -128,6 +133,17 @@ impl Proxy {
         if event.decision != Decision::Allow {
             return Err(self.refuse(event, RefusalKind::Blocked));
         }
+        let tunnel = protocol != Protocol::Http;
+        if let Some(parent) = self
+            .config
+            .parent
+            .as_ref()
+            .and_then(|p| p.route(&host, tunnel))
+        {
+            return self
+                .open_via_parent(parent, host, port, event, tunnel, started)
+                .await;
+        }
         let addresses = match &host {
             Host::Ip(ip) => vec![*ip],
             Host::Name(name) => match self.config.resolver.lookup(name).await {
@@ -184,6 +200,7 @@ impl Proxy {
                         stream,
                         event,
                         started,
+                        via_parent: None,
                     });
                 }
                 Ok(Err(e)) => last_error = format!("{addr}: {e}"),
@@ -196,6 +213,75 @@ impl Proxy {
             format!("cannot connect to {host}:{port}: {last_error}"),
         );
         Err(self.refuse(e, RefusalKind::Unreachable))
+    }
+
+    /// Through a parent proxy: the parent resolves names (warden cannot check the addresses
+    /// it picks; IP literals are still checked by the guard), tunnels go through CONNECT.
+    async fn open_via_parent(
+        &self,
+        parent: &crate::net::upstream::ParentUrl,
+        host: Host,
+        port: u16,
+        event: NetEvent,
+        tunnel: bool,
+        started: Instant,
+    ) -> Result<Opened, Refused> {
+        if let Host::Ip(ip) = &host {
+            if let Err(r) = self.config.guard.check(*ip) {
+                let e = event.refused(Stage::Guard, ReasonKind::DomainDenied, r.to_string());
+                return Err(self.refuse(e, RefusalKind::Blocked));
+            }
+        }
+        let unreachable = |this: &Self, event: NetEvent, why: String| {
+            let e = event.refused(Stage::Upstream, ReasonKind::DomainAllowed, why);
+            this.refuse(e, RefusalKind::Unreachable)
+        };
+        let addrs = match self.config.resolver.lookup(&parent.host).await {
+            Ok(a) => a,
+            Err(e) => {
+                let why = format!("parent proxy {} did not resolve: {e}", parent.host);
+                return Err(unreachable(self, event, why));
+            }
+        };
+        let target = match &host {
+            Host::Ip(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+            _ => format!("{host}:{port}"),
+        };
+        let mut last = String::new();
+        for ip in addrs {
+            let addr = SocketAddr::new(ip, parent.port);
+            let stream = if tunnel {
+                crate::net::upstream::connect_via(parent, addr, &target).await
+            } else {
+                match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(std::io::Error::other("timed out")),
+                }
+            };
+            match stream {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    let mut event = event;
+                    event.address = Some(ip);
+                    event.reason = format!(
+                        "{} (through parent proxy {}:{})",
+                        event.reason, parent.host, parent.port
+                    );
+                    return Ok(Opened {
+                        stream,
+                        event,
+                        started,
+                        via_parent: (!tunnel).then(|| parent.authorization.clone()),
+                    });
+                }
+                Err(e) => last = format!("{addr}: {e}"),
+            }
+        }
+        Err(unreachable(
+            self,
+            event,
+            format!("parent proxy for {target}: {last}"),
+        ))
     }
 
     fn refuse(&self, event: NetEvent, kind: RefusalKind) -> Refused {

@@ -47,6 +47,7 @@ async fn setup(allowed: &[&str], loopback_allowed: bool, token: Option<&str>) ->
         guard,
         events: events.clone(),
         token: token.map(str::to_string),
+        parent: None,
     });
     let (upstream_port, seen) = upstream().await;
     Setup {

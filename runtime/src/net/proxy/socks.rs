@@ -85,6 +85,7 @@ async fn handle(proxy: Arc<Proxy>, stream: TcpStream) {
             stream,
             event,
             started,
+            ..
         }) => {
             let bound = stream
                 .local_addr()

@@ -1,23 +1,32 @@
 //! Tunnels between two TCP sockets with `splice(2)` through a pipe per direction: the bytes
 //! move inside the kernel (socket → pipe → socket) and never through warden's memory, which is
 //! what keeps a tunnel close to direct throughput.
+//!
+//! `splice(2)` is Linux-only; elsewhere (the macOS backend) [`tunnel`] copies through a buffer.
 
+#[cfg(target_os = "linux")]
 use nix::fcntl::{fcntl, splice, FcntlArg, OFlag, SpliceFFlags};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
+#[cfg(target_os = "linux")]
+use std::os::fd::{AsFd, OwnedFd};
+#[cfg(target_os = "linux")]
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 /// Pipe capacity asked for (the kernel may grant less: /proc/sys/fs/pipe-max-size).
+#[cfg(target_os = "linux")]
 const PIPE_SIZE: i32 = 1 << 20;
 
 /// Moves bytes both ways until both directions have ended; returns (a→b, b→a) byte counts.
 /// Each direction's EOF is passed on as a write shutdown of the other socket.
+#[cfg(target_os = "linux")]
 pub async fn tunnel(a: &TcpStream, b: &TcpStream) -> io::Result<(u64, u64)> {
     let (ab, ba) = tokio::join!(one_way(a, b), one_way(b, a));
     Ok((ab?, ba?))
 }
 
+#[cfg(target_os = "linux")]
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
     // A larger pipe means fewer wake-ups per megabyte; failure only costs speed.
@@ -25,6 +34,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
+#[cfg(target_os = "linux")]
 async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
     let (pipe_r, pipe_w) = pipe()?;
     let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
@@ -83,5 +93,50 @@ async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
 fn abort(a: &TcpStream, b: &TcpStream) {
     for s in [a, b] {
         let _ = nix::sys::socket::shutdown(s.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+    }
+}
+
+/// [`tunnel`] without `splice(2)`: each direction copies through a 64 KiB buffer.
+#[cfg(not(target_os = "linux"))]
+pub async fn tunnel(a: &TcpStream, b: &TcpStream) -> io::Result<(u64, u64)> {
+    let (ab, ba) = tokio::join!(copy_one_way(a, b), copy_one_way(b, a));
+    Ok((ab?, ba?))
+}
+
+#[cfg(not(target_os = "linux"))]
+async fn copy_one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    let result: io::Result<()> = async {
+        loop {
+            from.readable().await?;
+            let n = match from.try_read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            };
+            let mut done = 0;
+            while done < n {
+                to.writable().await?;
+                match to.try_write(&buf[done..n]) {
+                    Ok(k) => done += k,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            total += n as u64;
+        }
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            let _ = nix::sys::socket::shutdown(to.as_raw_fd(), nix::sys::socket::Shutdown::Write);
+            Ok(total)
+        }
+        Err(e) => {
+            abort(from, to);
+            Err(e)
+        }
     }
 }
