@@ -475,23 +475,36 @@ print(u.urlopen(\"https://{host}/py-https\", timeout=30, context=ctx).read().dec
 }
 
 /// Node honours HTTP(S)_PROXY with NODE_USE_ENV_PROXY=1 from 22.21 and 24 on.
-fn node_with_env_proxy() -> Option<String> {
-    let out = Command::new("node").arg("--version").output().ok()?;
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let mut parts = version.trim_start_matches('v').split('.');
-    let major: u32 = parts.next()?.parse().ok()?;
-    let minor: u32 = parts.next()?.parse().ok()?;
-    (major >= 24 || (major == 22 && minor >= 21)).then_some(version)
+/// A node that honours `NODE_USE_ENV_PROXY` (≥ 22.21 or ≥ 24): `WARDEN_TEST_NODE`, the one
+/// `cargo xtask setup` installs into target/test-tools/node, or `node` on PATH.
+fn node_with_env_proxy() -> Option<(String, String)> {
+    let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()?
+        .join("target/test-tools/node/node_modules/.bin/node");
+    let candidates = [
+        std::env::var("WARDEN_TEST_NODE").ok(),
+        Some(installed.display().to_string()),
+        Some("node".to_string()),
+    ];
+    candidates.into_iter().flatten().find_map(|node| {
+        let out = Command::new(&node).arg("--version").output().ok()?;
+        let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let mut parts = version.trim_start_matches('v').split('.');
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor: u32 = parts.next()?.parse().ok()?;
+        (major >= 24 || (major == 22 && minor >= 21)).then_some((node, version))
+    })
 }
 
 #[test]
 fn node_fetch_goes_through_the_proxy() {
-    let Some(version) = node_with_env_proxy() else {
-        // Optional everywhere, CI included: node is not a prerequisite of warden's tests.
-        eprintln!(
-            "\n*** SKIPPED node_fetch_goes_through_the_proxy: no node >= 22.21 \
-             (NODE_USE_ENV_PROXY) here ***\n"
-        );
+    let Some((node, version)) = node_with_env_proxy() else {
+        let why = "no node >= 22.21 (NODE_USE_ENV_PROXY): run `cargo xtask setup`, which \
+                   installs one into target/test-tools/node, or set WARDEN_TEST_NODE";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("node_fetch_goes_through_the_proxy: {why}");
+        }
+        eprintln!("\n*** SKIPPED node_fetch_goes_through_the_proxy: {why} ***\n");
         return;
     };
     let Some(mut w) = World::new("node_fetch_goes_through_the_proxy") else {
@@ -506,7 +519,7 @@ fn node_fetch_goes_through_the_proxy() {
          {{ const r = await fetch(u); console.log(r.status, await r.text()); }} }})()\
          .catch(e => {{ console.error(e); process.exit(1); }})"
     );
-    let script = format!("NODE_USE_ENV_PROXY=1 NODE_EXTRA_CA_CERTS={ca} node -e \"{js}\"");
+    let script = format!("NODE_USE_ENV_PROXY=1 NODE_EXTRA_CA_CERTS={ca} {node} -e \"{js}\"");
     let out = w.run(&allow(&[&host]), &script);
     assert_eq!(out.code, 0, "node {version}: {out:?}");
     assert!(

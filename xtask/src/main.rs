@@ -152,6 +152,7 @@ fn setup() -> Result<()> {
     let start = Instant::now();
     rustup_components()?;
     apt_packages()?;
+    test_node()?;
     println!("setup: done in {:.1}s", start.elapsed().as_secs_f64());
     Ok(())
 }
@@ -187,6 +188,33 @@ fn rustup_components() -> Result<()> {
         .current_dir(root());
     println!("setup: {}", show(&add));
     run_cmd(&mut add)
+}
+
+/// Node for the network tests (`NODE_USE_ENV_PROXY` needs node ≥ 22.21; Debian 12 ships 18):
+/// installed from npm into `target/test-tools/node`, where tests/tests/run_network.rs looks.
+const TEST_NODE: &str = "node@22";
+
+fn test_node() -> Result<()> {
+    let prefix = root().join("target").join("test-tools").join("node");
+    let bin = prefix.join("node_modules").join(".bin").join("node");
+    if Command::new(&bin)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        println!("setup: test node present at {}", bin.display());
+        return Ok(());
+    }
+    if Command::new("npm").arg("--version").output().is_err() {
+        apt_install(&["npm"])?;
+    }
+    let mut install = Command::new("npm");
+    install
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg(TEST_NODE);
+    println!("setup: {}", show(&install));
+    run_cmd(&mut install)
 }
 
 fn apt_packages() -> Result<()> {
