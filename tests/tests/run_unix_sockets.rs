@@ -1,0 +1,114 @@
+//! Unix sockets seen from outside: without a setting the command cannot create any; with
+//! `allowAllUnixSockets` it reaches filesystem sockets, but never the host's abstract sockets
+//! (they belong to the host's network namespace). Needs python3 (as the rest of the suite).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+use std::os::unix::net::UnixListener;
+use std::sync::{Arc, Mutex};
+use warden_tests::TestEnv;
+
+/// A host-side listener on `addr` (filesystem path or abstract name) that records what each
+/// client sends and answers `pong`.
+fn serve(listener: UnixListener) -> Arc<Mutex<Vec<String>>> {
+    use std::io::{Read, Write};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 64];
+            let n = s.read(&mut buf).unwrap_or(0);
+            log.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let _ = s.write_all(b"pong");
+        }
+    });
+    seen
+}
+
+/// A python client inside the sandbox: connects to ADDR (a path, or `@name` for abstract) and
+/// prints `connected pong` or `error ERRNO-NAME`.
+const CLIENT: &str = r#"
+import socket, sys, errno
+addr = sys.argv[1]
+if addr.startswith("@"):
+    addr = "\0" + addr[1:]
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(addr)
+    s.sendall(b"ping-from-sandbox")
+    print("connected", s.recv(16).decode())
+except OSError as e:
+    print("error", errno.errorcode.get(e.errno, e.errno))
+"#;
+
+fn python3() -> &'static str {
+    // A pyenv shim breaks under TestEnv's HOME; Debian's python3 does not.
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+fn run_client(env: &TestEnv, settings: Option<&str>, addr: &str) -> warden_tests::Output {
+    std::fs::write(env.project().join("client.py"), CLIENT).unwrap();
+    let mut args: Vec<String> = vec!["run".into()];
+    if let Some(json) = settings {
+        let path = env.write_settings("unix.json", json);
+        args.extend(["--settings".into(), path.display().to_string()]);
+    }
+    args.extend([
+        "--".into(),
+        python3().into(),
+        "client.py".into(),
+        addr.into(),
+    ]);
+    env.run(&args)
+}
+
+#[test]
+fn without_a_setting_no_unix_socket_can_be_created() {
+    let env = TestEnv::new();
+    let path = env.root().join("host.sock");
+    let seen = serve(UnixListener::bind(&path).unwrap());
+    let out = run_client(&env, None, path.to_str().unwrap());
+    assert!(out.stdout.contains("error"), "{out:?}");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the host socket was reached"
+    );
+}
+
+#[test]
+fn all_unix_sockets_reach_filesystem_sockets_but_never_the_hosts_abstract_ones() {
+    use std::os::linux::net::SocketAddrExt;
+    let env = TestEnv::new();
+    let settings = r#"{ "network": { "allowAllUnixSockets": true } }"#;
+
+    let path = env.root().join("host.sock");
+    let fs_seen = serve(UnixListener::bind(&path).unwrap());
+    let out = run_client(&env, Some(settings), path.to_str().unwrap());
+    assert!(out.stdout.contains("connected pong"), "{out:?}");
+    assert_eq!(*fs_seen.lock().unwrap(), ["ping-from-sandbox"]);
+
+    let name = format!("warden-test-abstract-{}", std::process::id());
+    let abs = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let abs_seen = serve(UnixListener::bind_addr(&abs).unwrap());
+    // Control: the abstract socket works on the host.
+    {
+        use std::io::{Read, Write};
+        let mut c = std::os::unix::net::UnixStream::connect_addr(&abs).unwrap();
+        c.write_all(b"host-control").unwrap();
+        let mut buf = [0u8; 4];
+        c.read_exact(&mut buf).unwrap();
+    }
+    let out = run_client(&env, Some(settings), &format!("@{name}"));
+    assert!(out.stdout.contains("error ECONNREFUSED"), "{out:?}");
+    assert_eq!(
+        *abs_seen.lock().unwrap(),
+        ["host-control"],
+        "the sandbox reached the host's abstract socket"
+    );
+}
