@@ -112,3 +112,18 @@ fn all_unix_sockets_reach_filesystem_sockets_but_never_the_hosts_abstract_ones()
         "the sandbox reached the host's abstract socket"
     );
 }
+
+#[test]
+fn single_socket_paths_are_refused_rather_than_opening_every_socket() {
+    let env = TestEnv::new();
+    let path = env.root().join("host.sock");
+    let seen = serve(UnixListener::bind(&path).unwrap());
+    let settings = format!(
+        r#"{{ "network": {{ "allowUnixSockets": ["{}"] }} }}"#,
+        path.display()
+    );
+    let out = run_client(&env, Some(&settings), path.to_str().unwrap());
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("allowAllUnixSockets"), "{out:?}");
+    assert!(seen.lock().unwrap().is_empty());
+}
