@@ -14,12 +14,66 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue, HOST};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Mutex, Semaphore};
 
 type Body = BoxBody<Bytes, hyper::Error>;
+
+/// A body that counts its data bytes and runs `done` when dropped (after its end, or when the
+/// transfer is abandoned).
+pub struct Counted<B> {
+    inner: B,
+    count: Arc<AtomicU64>,
+    done: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl<B> Counted<B> {
+    fn new(inner: B, count: Arc<AtomicU64>, done: Option<Box<dyn FnOnce() + Send>>) -> Self {
+        Counted {
+            inner,
+            count,
+            done: std::sync::Mutex::new(done),
+        }
+    }
+}
+
+impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for Counted<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, B::Error>>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                this.count.fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for Counted<B> {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.get_mut().ok().and_then(Option::take) {
+            done();
+        }
+    }
+}
 
 /// Concurrent client connections per sandbox; more wait in the accept queue.
 pub const MAX_CONNECTIONS: usize = 4096;
@@ -69,7 +123,7 @@ struct Upstream {
     address: Option<std::net::IpAddr>,
     /// Requests go to a parent proxy, in absolute form, with this authorization.
     via_parent: Option<Option<String>>,
-    sender: hyper::client::conn::http1::SendRequest<Incoming>,
+    sender: hyper::client::conn::http1::SendRequest<Counted<Incoming>>,
 }
 
 async fn handle(
@@ -237,7 +291,7 @@ async fn forward(
         let handshake = hyper::client::conn::http1::Builder::new()
             .preserve_header_case(true)
             .read_buf_exact_size(Some(BODY_BUFFER))
-            .handshake::<_, Incoming>(TokioIo::new(opened.stream))
+            .handshake::<_, Counted<Incoming>>(TokioIo::new(opened.stream))
             .await;
         let (sender, conn) = match handshake {
             Ok(pair) => pair,
@@ -291,12 +345,28 @@ async fn forward(
         *slot = None;
         return upstream_failed(&proxy, event, "upstream closed the connection");
     }
+    let sent = Arc::new(AtomicU64::new(0));
+    let req = req.map(|b| Counted::new(b, sent.clone(), None));
     match up.sender.send_request(req).await {
         Ok(resp) => {
-            proxy.finish(event, started, 0, 0);
             let (mut parts, body) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, body.boxed())
+            // The event is recorded once the response body is done (or dropped), with the
+            // bytes that went each way.
+            let received = Arc::new(AtomicU64::new(0));
+            let counted = received.clone();
+            let done = move || {
+                proxy.finish(
+                    event,
+                    started,
+                    sent.load(Ordering::Relaxed),
+                    counted.load(Ordering::Relaxed),
+                )
+            };
+            Response::from_parts(
+                parts,
+                Counted::new(body, received, Some(Box::new(done))).boxed(),
+            )
         }
         Err(e) => {
             *slot = None;

@@ -166,10 +166,19 @@ async fn forwards_an_allowed_absolute_form_request_in_origin_form() {
         seen[0]
     );
     assert!(!seen[0].to_ascii_lowercase().contains("proxy-connection"));
+    drop(s);
+    for _ in 0..100 {
+        if st.events.events().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let events = st.events.events();
     assert_eq!(events.len(), 2);
     assert!(events.iter().all(|e| e.decision == Decision::Allow));
     assert_eq!(events[0].address, Some("127.0.0.1".parse().unwrap()));
+    // The response body's bytes are counted (the body is `hello`).
+    assert_eq!(events[0].bytes_down, 5, "{events:?}");
 }
 
 #[tokio::test]
