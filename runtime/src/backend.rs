@@ -13,6 +13,8 @@ pub struct SandboxCommand {
     pub argv: Vec<OsString>,
     /// The caller's environment, before `warden.env.deny` is applied.
     pub env: Vec<(OsString, OsString)>,
+    /// `--publish HOSTPORT:PORT`: host loopback ports forwarded to ports inside the sandbox.
+    pub publish: Vec<(u16, u16)>,
 }
 
 /// Resources a sandbox needs before its policy can be built: the private TMPDIR, which the
@@ -56,6 +58,9 @@ pub enum BackendError {
     #[cfg(target_os = "linux")]
     #[error("applying limits: {0}")]
     Limits(#[source] crate::linux::cgroup::CgroupError),
+    #[cfg(target_os = "macos")]
+    #[error(transparent)]
+    Profile(#[from] crate::macos::profile::ProfileError),
     #[error("the network proxy could not start (network access fails closed): {0}")]
     Network(String),
     #[error("{what}: {source}")]
@@ -70,4 +75,10 @@ pub enum BackendError {
 #[cfg(target_os = "linux")]
 pub fn native() -> crate::linux::backend::LinuxBackend {
     crate::linux::backend::LinuxBackend
+}
+
+/// The backend of the platform warden runs on.
+#[cfg(target_os = "macos")]
+pub fn native() -> crate::macos::MacosBackend {
+    crate::macos::MacosBackend
 }

@@ -25,6 +25,17 @@ pub struct RunArgs {
     /// No network at all, whatever the settings allow.
     #[arg(long)]
     pub no_network: bool,
+    /// Forward 127.0.0.1:HOSTPORT on the host to PORT on the sandbox's own loopback (a dev
+    /// server the command runs). Repeatable.
+    #[arg(long, value_name = "HOSTPORT:PORT", value_parser = parse_publish)]
+    pub publish: Vec<(u16, u16)>,
+    /// Append a JSON line per violation (and exec) the sandbox's command caused to FILE:
+    /// kernel records from eBPF (as root) and the proxy's decisions.
+    #[arg(long, value_name = "FILE")]
+    pub violations: Option<std::path::PathBuf>,
+    /// After the command ends, append a `<sandbox_violations>` block to stderr.
+    #[arg(long)]
+    pub annotate_stderr: bool,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -60,10 +71,32 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     layers.extend(args.flags_layer());
     context.tmpdir = Some(workspace.tmpdir());
     let policy = Policy::build(&layers, context, &RealFs)?;
+    // Audit (#5): loaded before the sandbox exists, still single-threaded.
+    #[cfg(target_os = "linux")]
+    if let Some(request) =
+        crate::audit::request(&policy, args.violations.clone(), args.annotate_stderr)
+    {
+        crate::audit::begin(request)?;
+    }
     let command = SandboxCommand {
         argv: args.command.clone(),
         env: std::env::vars_os().collect(),
+        publish: args.publish.clone(),
     };
     let sandbox = backend.spawn(workspace, &policy, &command)?;
     Ok(sandbox.wait())
+}
+
+/// `HOSTPORT:PORT`, both non-zero.
+fn parse_publish(text: &str) -> Result<(u16, u16), String> {
+    let (host, inside) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: expected HOSTPORT:PORT"))?;
+    let port = |p: &str| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("{text:?}: {p:?} is not a port (1-65535)"))
+    };
+    Ok((port(host)?, port(inside)?))
 }

@@ -60,7 +60,18 @@ impl Backend for LinuxBackend {
             run_dir,
             mut janitor,
         } = ws;
-        let network = match network_plan(policy) {
+        // Published host ports are bound first: a busy port fails the run before it starts.
+        let mut published = Vec::new();
+        for (host_port, port) in &command.publish {
+            let l = std::net::TcpListener::bind(("127.0.0.1", *host_port))
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(|source| BackendError::Io {
+                    what: "binding a --publish port on 127.0.0.1",
+                    source,
+                })?;
+            published.push((l, *port));
+        }
+        let network = match network_plan(policy, !published.is_empty()) {
             Some(np) => {
                 let resolv_conf = run_dir.path().join("resolv.conf");
                 std::fs::write(&resolv_conf, super::net::resolv_conf()).map_err(|source| {
@@ -80,7 +91,12 @@ impl Backend for LinuxBackend {
             PlanInput {
                 policy,
                 argv: command.argv.iter().map(|a| a.clone().into_vec()).collect(),
-                env: command_env(policy, command, &run_dir, network.is_some()),
+                env: command_env(
+                    policy,
+                    command,
+                    &run_dir,
+                    network.as_ref().is_some_and(|n| n.plan.proxy),
+                ),
                 dirs: RunDirs {
                     root: run_dir.root(),
                     tmpdir: run_dir.tmpdir(),
@@ -97,12 +113,15 @@ impl Backend for LinuxBackend {
                     janitor.cgroup(leaf);
                 }
                 applied.map_err(BackendError::Limits)?;
+                // Audit (#5): the cgroup id is watched before the go byte.
+                crate::audit::watch(cg.path()).map_err(audit_error)?;
                 Some(cg)
             }
             Err(e) if !policy.fail_if_unavailable() => {
                 eprintln!(
                     "warden: warning: running without a cgroup (failIfUnavailable is false): {e}"
                 );
+                crate::audit::no_cgroup().map_err(audit_error)?;
                 None
             }
             Err(e) => return Err(SpawnError::Cgroup(e).into()),
@@ -121,6 +140,7 @@ impl Backend for LinuxBackend {
             })?;
         match spawn::start(&plan, cgroup) {
             Ok(mut inner) => {
+                crate::audit::start_reader(crate::audit::view_of_plan(&plan));
                 // The sandbox exists: from here on threads are fine. Its pid 1 hands over the
                 // proxy's listeners before it starts the command.
                 let network = match (inner.net_channel.take(), &plan.network) {
@@ -136,11 +156,26 @@ impl Backend for LinuxBackend {
                             dns_udp: l.dns_udp,
                             dns_tcp: l.dns_tcp,
                         };
+                        let publish = np.connector.then(|| {
+                            let chan = std::sync::Mutex::new(chan);
+                            let connect: crate::net::service::Connect =
+                                std::sync::Arc::new(move |port| {
+                                    let chan = chan
+                                        .lock()
+                                        .map_err(|_| std::io::Error::other("connector poisoned"))?;
+                                    super::net::request_connect(&chan, port)
+                                });
+                            crate::net::service::Publish {
+                                listeners: std::mem::take(&mut published),
+                                connect,
+                            }
+                        });
                         Some(
                             crate::net::service::start(
                                 sockets,
                                 std::sync::Arc::new(policy.clone()),
-                                None,
+                                crate::audit::proxy_sink(),
+                                publish,
                             )
                             .map_err(|e| BackendError::Network(e.to_string()))?,
                         )
@@ -171,11 +206,20 @@ impl Sandbox for LinuxSandbox {
                 eprintln!("{line}");
             }
         }
+        // Audit (#5): drain the records, report losses, print the annotation last.
+        crate::audit::finish();
         plan::remove_placeholders(&self.placeholders);
         if let Err(e) = self.run_dir.remove() {
             eprintln!("warden: warning: removing the run directory: {e}");
         }
         code
+    }
+}
+
+fn audit_error(e: crate::audit::AuditError) -> BackendError {
+    BackendError::Io {
+        what: "audit",
+        source: std::io::Error::other(e),
     }
 }
 
@@ -190,8 +234,8 @@ fn limits(policy: &Policy) -> Limits {
 
 /// Listeners for the proxy when the policy can allow any destination — some `allowedDomains`
 /// entry, or an external proxy (`httpProxyPort`/`socksProxyPort`) that decides — and not
-/// everything denied (`--no-network` denies `*`).
-fn network_plan(policy: &Policy) -> Option<super::net::NetworkPlan> {
+/// everything denied (`--no-network` denies `*`); and pid 1's connector for `--publish`.
+fn network_plan(policy: &Policy, publish: bool) -> Option<super::net::NetworkPlan> {
     let e = &policy.effective;
     let allowed = !e.strings("network.allowedDomains").is_empty()
         || e.u64("network.httpProxyPort").is_some()
@@ -200,7 +244,13 @@ fn network_plan(policy: &Policy) -> Option<super::net::NetworkPlan> {
         .strings("network.deniedDomains")
         .iter()
         .any(|r| &*r.pattern == "*");
-    (allowed && !all_denied).then(super::net::NetworkPlan::default)
+    let proxy = allowed && !all_denied;
+    (proxy || publish).then(|| super::net::NetworkPlan {
+        proxy,
+        dns: proxy,
+        connector: publish,
+        ..Default::default()
+    })
 }
 
 /// The caller's environment minus `warden.env.deny`, plus TMPDIR, the sandbox markers and,

@@ -119,25 +119,87 @@ pub fn supervise(child: Pid, set: &SigSet) -> i32 {
     }
 }
 
+/// [`supervise`], also answering the supervisor's connect requests on `chan` (`--publish`):
+/// the signals arrive on a signalfd, polled together with the channel.
+fn supervise_serving(child: Pid, set: &SigSet, chan: &std::os::fd::OwnedFd) -> i32 {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use std::os::fd::AsFd;
+    let Ok(sfd) = SignalFd::with_flags(set, SfdFlags::SFD_CLOEXEC) else {
+        return supervise(child, set);
+    };
+    let mut serving = true;
+    loop {
+        let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+        if serving {
+            fds.push(PollFd::new(chan.as_fd(), PollFlags::POLLIN));
+        }
+        if poll(&mut fds, PollTimeout::NONE).is_err() {
+            continue;
+        }
+        let chan_ready = serving
+            && fds
+                .get(1)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty());
+        let sig_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+        if chan_ready {
+            serving = matches!(super::net::serve_connect(chan), Ok(true));
+        }
+        if !sig_ready {
+            continue;
+        }
+        let Ok(Some(info)) = sfd.read_signal() else {
+            continue;
+        };
+        let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
+            continue;
+        };
+        if sig == Signal::SIGCHLD {
+            loop {
+                match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::StillAlive) | Err(_) => break,
+                    Ok(status) => {
+                        if status.pid() == Some(child) {
+                            if let Some(code) = exit_code(status) {
+                                return code;
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            let _ = kill(child, sig);
+        }
+    }
+}
+
 /// The sandbox's pid 1: builds the view, starts the command, reaps, forwards signals.
 fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
-    let setup = || -> Result<(), String> {
+    let setup = || -> Result<Option<std::os::fd::OwnedFd>, String> {
         super::harden::parent_death_signal(libc::SIGKILL).map_err(|e| e.to_string())?;
         super::mount::apply(plan).map_err(|e| e.to_string())?;
         nix::unistd::sethostname(&plan.hostname).map_err(|e| format!("sethostname: {e}"))?;
         loopback_up().map_err(|e| format!("bringing up lo: {e}"))?;
         // The proxy's listeners, created here in the sandbox's namespace before the command
         // exists, go to the supervisor; pid 1 keeps no copy.
+        // With `--publish`, pid 1 keeps the channel to connect to sandbox ports for the
+        // supervisor.
+        let mut connector = None;
         if let (Some(np), Some(chan)) = (&plan.network, net) {
             super::net::create_and_send(np, &chan)?;
+            if np.connector {
+                connector = Some(chan);
+            }
         }
         // Nothing in the sandbox may ptrace pid 1 or read its memory.
         super::harden::set_dumpable(false).map_err(|e| e.to_string())?;
-        Ok(())
+        Ok(connector)
     };
-    if let Err(e) = setup() {
-        fail(e);
-    }
+    let connector = match setup() {
+        Ok(c) => c,
+        Err(e) => fail(e),
+    };
     let filter = match super::seccomp::build(&super::seccomp::SeccompOptions {
         allow_unix_sockets: plan.hardening.allow_unix_sockets,
         allow_namespaces: plan.hardening.allow_namespaces,
@@ -151,7 +213,10 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
         Err(e) => fail(format_args!("fork: {e}")),
         Ok(ForkResult::Child) => command(plan, &filter, &set),
         Ok(ForkResult::Parent { child }) => {
-            let code = supervise(child, &set);
+            let code = match &connector {
+                Some(chan) => supervise_serving(child, &set, chan),
+                None => supervise(child, &set),
+            };
             std::process::exit(code)
         }
     }

@@ -15,22 +15,35 @@ use serde::{Deserialize, Serialize};
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// What pid 1 listens on for the supervisor.
+/// What pid 1 creates for the supervisor.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkPlan {
+    /// The proxy's listeners (HTTP and SOCKS5 on 127.0.0.1).
+    pub proxy: bool,
     pub http_port: u16,
     pub socks_port: u16,
     /// The stub DNS server on 127.0.0.53:53 (UDP and TCP).
     pub dns: bool,
+    /// pid 1 keeps the channel and connects to sandbox ports for the supervisor
+    /// (`--publish`).
+    pub connector: bool,
 }
 
 impl Default for NetworkPlan {
     fn default() -> Self {
         NetworkPlan {
+            proxy: true,
             http_port: 3128,
             socks_port: 1080,
             dns: true,
+            connector: false,
         }
+    }
+}
+
+impl NetworkPlan {
+    fn sockets(&self) -> usize {
+        2 * usize::from(self.proxy) + 2 * usize::from(self.dns)
     }
 }
 
@@ -39,8 +52,8 @@ pub const DNS_ADDR: [u8; 4] = [127, 0, 0, 53];
 
 /// The listening sockets, as received by the supervisor.
 pub struct Listeners {
-    pub http: std::net::TcpListener,
-    pub socks: std::net::TcpListener,
+    pub http: Option<std::net::TcpListener>,
+    pub socks: Option<std::net::TcpListener>,
     pub dns_udp: Option<std::net::UdpSocket>,
     pub dns_tcp: Option<std::net::TcpListener>,
 }
@@ -76,10 +89,11 @@ fn listener(kind: SockType, addr: [u8; 4], port: u16) -> Result<OwnedFd, String>
 
 /// In pid 1, inside the namespace with `lo` up: creates the sockets and sends them.
 pub fn create_and_send(plan: &NetworkPlan, chan: &OwnedFd) -> Result<(), String> {
-    let mut fds = vec![
-        listener(SockType::Stream, [127, 0, 0, 1], plan.http_port)?,
-        listener(SockType::Stream, [127, 0, 0, 1], plan.socks_port)?,
-    ];
+    let mut fds = Vec::new();
+    if plan.proxy {
+        fds.push(listener(SockType::Stream, [127, 0, 0, 1], plan.http_port)?);
+        fds.push(listener(SockType::Stream, [127, 0, 0, 1], plan.socks_port)?);
+    }
     if plan.dns {
         fds.push(listener(SockType::Datagram, DNS_ADDR, 53)?);
         fds.push(listener(SockType::Stream, DNS_ADDR, 53)?);
@@ -118,7 +132,7 @@ pub fn receive(chan: &OwnedFd, plan: &NetworkPlan) -> std::io::Result<Listeners>
             }
         }
     }
-    let expected = if plan.dns { 4 } else { 2 };
+    let expected = plan.sockets();
     if msg.bytes == 0 || fds.len() != expected {
         return Err(std::io::Error::other(format!(
             "the sandbox handed over {} of {expected} network sockets",
@@ -130,8 +144,14 @@ pub fn receive(chan: &OwnedFd, plan: &NetworkPlan) -> std::io::Result<Listeners>
         it.next()
             .ok_or_else(|| std::io::Error::other("socket missing"))
     };
-    let http = std::net::TcpListener::from(next()?);
-    let socks = std::net::TcpListener::from(next()?);
+    let (http, socks) = if plan.proxy {
+        (
+            Some(std::net::TcpListener::from(next()?)),
+            Some(std::net::TcpListener::from(next()?)),
+        )
+    } else {
+        (None, None)
+    };
     let (dns_udp, dns_tcp) = if plan.dns {
         (
             Some(std::net::UdpSocket::from(next()?)),
@@ -140,7 +160,7 @@ pub fn receive(chan: &OwnedFd, plan: &NetworkPlan) -> std::io::Result<Listeners>
     } else {
         (None, None)
     };
-    for l in [&http, &socks] {
+    for l in [&http, &socks].into_iter().flatten() {
         l.set_nonblocking(true)?;
     }
     if let Some(u) = &dns_udp {
@@ -164,4 +184,95 @@ pub fn resolv_conf() -> String {
         "# warden: names are answered by warden's stub resolver (allowed names only)\n\
          nameserver {a}.{b}.{c}.{d}\noptions edns0 trust-ad\n"
     )
+}
+
+// ---------------------------------------------------------------------------------------------
+// The connector: pid 1 connects to ports inside the sandbox for the supervisor (`--publish`).
+
+/// In pid 1: answers one request from the supervisor — two bytes, a port in network order —
+/// with a socket connected to 127.0.0.1:PORT inside the sandbox (payload `0` and the
+/// descriptor) or the connect error (payload: the errno, saturated at 255). `Ok(false)`: the
+/// supervisor closed the channel.
+pub fn serve_connect(chan: &OwnedFd) -> nix::Result<bool> {
+    let mut req = [0u8; 2];
+    let n = {
+        let mut iov = [IoSliceMut::new(&mut req)];
+        recvmsg::<()>(chan.as_raw_fd(), &mut iov, None, MsgFlags::empty())?.bytes
+    };
+    if n == 0 {
+        return Ok(false);
+    }
+    let port = u16::from_be_bytes(req);
+    let connected = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .and_then(|fd| {
+        nix::sys::socket::connect(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port))
+            .map(|()| fd)
+    });
+    match connected {
+        Ok(fd) => {
+            let raw = [fd.as_raw_fd()];
+            sendmsg::<()>(
+                chan.as_raw_fd(),
+                &[IoSlice::new(&[0])],
+                &[ControlMessage::ScmRights(&raw)],
+                MsgFlags::empty(),
+                None,
+            )?;
+        }
+        Err(e) => {
+            let code = u8::try_from(e as i32).unwrap_or(u8::MAX);
+            sendmsg::<()>(
+                chan.as_raw_fd(),
+                &[IoSlice::new(&[code])],
+                &[],
+                MsgFlags::empty(),
+                None,
+            )?;
+        }
+    }
+    Ok(true)
+}
+
+/// In the supervisor: asks pid 1 for a connection to `port` inside the sandbox. Blocking;
+/// callers serialise requests on one channel.
+pub fn request_connect(chan: &OwnedFd, port: u16) -> std::io::Result<std::net::TcpStream> {
+    sendmsg::<()>(
+        chan.as_raw_fd(),
+        &[IoSlice::new(&port.to_be_bytes())],
+        &[],
+        MsgFlags::empty(),
+        None,
+    )?;
+    let mut payload = [0u8; 1];
+    let mut iov = [IoSliceMut::new(&mut payload)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(
+        chan.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fd = None;
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(list) = cmsg {
+            for raw in list {
+                // SAFETY: the kernel installed this descriptor in this process for this
+                // message; nothing else owns it.
+                let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                fd.get_or_insert(owned);
+            }
+        }
+    }
+    if msg.bytes == 0 {
+        return Err(std::io::Error::other("the sandbox's pid 1 is gone"));
+    }
+    match (payload[0], fd) {
+        (0, Some(fd)) => Ok(std::net::TcpStream::from(fd)),
+        (code, _) => Err(std::io::Error::from_raw_os_error(i32::from(code))),
+    }
 }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 /// The listening sockets, already created where the sandbox can reach them.
 pub struct Sockets {
-    pub http: std::net::TcpListener,
-    pub socks: std::net::TcpListener,
+    pub http: Option<std::net::TcpListener>,
+    pub socks: Option<std::net::TcpListener>,
     pub dns_udp: Option<std::net::UdpSocket>,
     pub dns_tcp: Option<std::net::TcpListener>,
 }
@@ -52,11 +52,27 @@ impl EventSink for Tee {
 
 /// Starts the proxy (and the stub DNS server when its sockets are there) for `policy`.
 /// Returns once the service is ready, or the reason it could not start.
+/// Connects to a port inside the sandbox (blocking; the sandbox's pid 1 does the connect, one
+/// request at a time).
+pub type Connect = Arc<dyn Fn(u16) -> std::io::Result<std::net::TcpStream> + Send + Sync>;
+
+/// `--publish`: host listeners and the sandbox port each forwards to, and how to connect
+/// there.
+pub struct Publish {
+    pub listeners: Vec<(std::net::TcpListener, u16)>,
+    pub connect: Connect,
+}
+
 pub fn start(
     sockets: Sockets,
     policy: Arc<Policy>,
     extra_sink: Option<Arc<dyn EventSink>>,
+    publish: Option<Publish>,
 ) -> Result<Service, ServiceError> {
+    let (published, connect) = match publish {
+        Some(p) => (p.listeners, Some(p.connect)),
+        None => (Vec::new(), None),
+    };
     super::proxy::raise_nofile_limit();
     let parent = super::upstream::ParentProxy::from_policy(&policy)
         .map_err(|e| ServiceError::Config(e.to_string()))?;
@@ -92,10 +108,17 @@ pub fn start(
                     let resolver = Resolver::from_system()
                         .map_err(|e| ServiceError::Resolver(e.to_string()))?;
                     let guard = AddressGuard::new(GuardConfig::from_policy(&policy));
-                    let http = tokio::net::TcpListener::from_std(sockets.http)
-                        .map_err(ServiceError::Runtime)?;
-                    let socks = tokio::net::TcpListener::from_std(sockets.socks)
-                        .map_err(ServiceError::Runtime)?;
+                    let listen = |l: Option<std::net::TcpListener>| {
+                        l.map(tokio::net::TcpListener::from_std)
+                            .transpose()
+                            .map_err(ServiceError::Runtime)
+                    };
+                    let http = listen(sockets.http)?;
+                    let socks = listen(sockets.socks)?;
+                    let published = published
+                        .into_iter()
+                        .map(|(l, port)| Ok((listen(Some(l))?, port)))
+                        .collect::<Result<Vec<_>, ServiceError>>()?;
                     let dns_udp = match sockets.dns_udp {
                         Some(u) => Some(
                             tokio::net::UdpSocket::from_std(u).map_err(ServiceError::Runtime)?,
@@ -122,22 +145,35 @@ pub fn start(
                         token: None,
                         parent,
                     });
-                    Ok::<_, ServiceError>((proxy, http, socks, dns, dns_udp, dns_tcp))
+                    Ok::<_, ServiceError>((proxy, http, socks, dns, dns_udp, dns_tcp, published))
                 };
                 match setup.await {
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                     }
-                    Ok((proxy, http, socks, dns, dns_udp, dns_tcp)) => {
+                    Ok((proxy, http, socks, dns, dns_udp, dns_tcp, published)) => {
                         let dns = Arc::new(dns);
-                        match external_http {
-                            Some(p) => tokio::spawn(super::upstream::relay(http, p)),
-                            None => tokio::spawn(super::proxy::http::serve(proxy.clone(), http)),
-                        };
-                        match external_socks {
-                            Some(p) => tokio::spawn(super::upstream::relay(socks, p)),
-                            None => tokio::spawn(super::proxy::socks::serve(proxy, socks)),
-                        };
+                        match (http, external_http) {
+                            (Some(l), Some(p)) => drop(tokio::spawn(super::upstream::relay(l, p))),
+                            (Some(l), None) => {
+                                drop(tokio::spawn(super::proxy::http::serve(proxy.clone(), l)))
+                            }
+                            (None, _) => {}
+                        }
+                        match (socks, external_socks) {
+                            (Some(l), Some(p)) => drop(tokio::spawn(super::upstream::relay(l, p))),
+                            (Some(l), None) => {
+                                drop(tokio::spawn(super::proxy::socks::serve(proxy, l)))
+                            }
+                            (None, _) => {}
+                        }
+                        if let Some(connect) = connect {
+                            for (listener, port) in published {
+                                if let Some(l) = listener {
+                                    tokio::spawn(forward_published(l, port, connect.clone()));
+                                }
+                            }
+                        }
                         if let Some(u) = dns_udp {
                             tokio::spawn(super::dns::serve_udp(u, dns.clone()));
                         }
@@ -155,6 +191,31 @@ pub fn start(
         Ok(Ok(())) => Ok(Service { events: memory }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(ServiceError::Vanished),
+    }
+}
+
+/// Forwards each connection accepted on the host's `listener` to `port` inside the sandbox.
+async fn forward_published(listener: tokio::net::TcpListener, port: u16, connect: Connect) {
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            continue;
+        };
+        let connect = connect.clone();
+        tokio::spawn(async move {
+            let inside = tokio::task::spawn_blocking(move || connect(port)).await;
+            let Ok(Ok(inside)) = inside else {
+                return; // nothing listens there: the client sees the connection close
+            };
+            if inside.set_nonblocking(true).is_err() {
+                return;
+            }
+            if let Ok(inside) = tokio::net::TcpStream::from_std(inside) {
+                let _ = client.set_nodelay(true);
+                let _ = inside.set_nodelay(true);
+                let _ = super::proxy::splice::tunnel(&client, &inside).await;
+            }
+        });
     }
 }
 
