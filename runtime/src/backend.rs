@@ -15,6 +15,9 @@ pub struct SandboxCommand {
     pub env: Vec<(OsString, OsString)>,
     /// `--publish HOSTPORT:PORT`: host loopback ports forwarded to ports inside the sandbox.
     pub publish: Vec<(u16, u16)>,
+    /// `--approvals unix:PATH`: the control channel's socket, where requests the policy leaves
+    /// to approval are asked.
+    pub approvals: Option<std::path::PathBuf>,
 }
 
 /// Resources a sandbox needs before its policy can be built: the private TMPDIR, which the

@@ -4,9 +4,13 @@
 //! [`policy::Policy`] (effective rules with provenance; pure decisions) → a backend that
 //! builds the sandbox → events → sinks. See `docs/architecture.md`.
 
+pub mod approve;
+#[cfg(target_os = "linux")]
+pub mod audit;
 pub mod backend;
 pub mod cli;
 #[cfg(target_os = "linux")]
 pub mod linux;
+pub mod macos;
 pub mod net;
 pub mod policy;

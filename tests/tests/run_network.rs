@@ -1471,3 +1471,114 @@ fn a_parent_proxy_carries_allowed_tunnels_and_never_sees_denied_ones() {
     );
     assert_eq!(paths(&https), ["/through-parent"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Approvals over the control channel
+
+/// Answers each `permission_request` on the approvals socket at `sock` with the next of
+/// `answers`; returns the requests it saw.
+fn approver(sock: PathBuf, answers: Vec<&'static str>) -> std::thread::JoinHandle<Vec<Value>> {
+    std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let stream = loop {
+            if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no approvals socket at {}",
+                sock.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = stream.try_clone().unwrap();
+        let mut seen = Vec::new();
+        let mut lines = BufReader::new(stream).lines();
+        for answer in answers {
+            let Some(Ok(line)) = lines.next() else { break };
+            let req: Value = serde_json::from_str(&line).unwrap();
+            let resp = json!({"type": "permission_response", "id": req["id"], "decision": answer});
+            writeln!(out, "{resp}").unwrap();
+            seen.push(req);
+        }
+        seen
+    })
+}
+
+#[test]
+fn hosts_in_no_list_are_asked_over_the_control_channel() {
+    let Some(mut w) = World::new("hosts_in_no_list_are_asked_over_the_control_channel") else {
+        return;
+    };
+    let once = w.map("ask-once");
+    let always = w.map("ask-always");
+    let denied = w.map("ask-deny");
+    let http = w.net.http_server();
+    let sock = w.env.root().join("approvals.sock");
+    let asked = approver(sock.clone(), vec!["allow-once", "allow-always", "deny"]);
+    let out = w.run(
+        &[
+            "--approvals".to_string(),
+            format!("unix:{}", sock.display()),
+        ],
+        &format!(
+            "curl -sS --max-time 30 http://{once}/once && \
+             curl -sS --max-time 30 http://{once}/again && \
+             curl -sS --max-time 30 http://{always}/always && \
+             curl -sS --max-time 30 -o /dev/null -w '%{{http_code}}\\n' http://{denied}/denied"
+        ),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let seen = asked.join().unwrap();
+    // One question per host: the second request to `once` used the session's approval.
+    let targets: Vec<&str> = seen.iter().map(|r| r["target"].as_str().unwrap()).collect();
+    assert_eq!(
+        targets,
+        [
+            format!("{once}:80"),
+            format!("{always}:80"),
+            format!("{denied}:80")
+        ]
+    );
+    assert!(seen
+        .iter()
+        .all(|r| r["kind"] == "network" && r["reason"].is_string()));
+    assert!(out.stdout.trim_end().ends_with("403"), "{out:?}");
+    assert_eq!(paths(&http), ["/once", "/again", "/always"]);
+    // Allow-always was saved to the user's settings file.
+    let user = w.env.home().join(".config/warden/settings.json");
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&user).unwrap_or_default()).unwrap();
+    let list = saved["network"]["allowedDomains"].as_array().unwrap();
+    assert!(
+        list.iter().any(|v| v
+            .as_str()
+            .is_some_and(|p| always.ends_with(p.trim_start_matches('*')))),
+        "{saved}"
+    );
+    assert!(!sock.exists(), "the approvals socket was left behind");
+}
+
+#[test]
+fn without_an_approver_hosts_in_no_list_are_denied_at_once() {
+    let Some(mut w) = World::new("without_an_approver_hosts_in_no_list_are_denied_at_once") else {
+        return;
+    };
+    let allowed = w.map("listed");
+    let other = w.map("unlisted");
+    let http = w.net.http_server();
+    let _ = warden_tests::warden_bin(); // built before the clock starts
+    let started = Instant::now();
+    let out = w.run(
+        &allow(&[&allowed]),
+        &format!("curl -sS --max-time 30 -o /dev/null -w '%{{http_code}}\\n' http://{other}/x"),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "it waited for an answer"
+    );
+    assert_eq!(out.stdout.trim(), "403", "{out:?}");
+    assert!(out.stderr.contains("no approver"), "{out:?}");
+    assert!(paths(&http).is_empty());
+}

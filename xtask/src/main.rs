@@ -17,8 +17,15 @@ use std::time::Instant;
 /// `tests/` drive python3 (pty, raw syscalls, test servers), util-linux (`unshare`) and git;
 /// the network tests iproute2 (`ip netns`, veth pairs), openssl (test certificates), curl and
 /// wget; the demo curl.
-/// Later issues add what they need here (clang-19, libbpf-dev, libelf-dev, zlib1g-dev, ...).
+/// The audit layer's eBPF programs (runtime/build.rs) need clang-19 (C for the bpf target),
+/// bpftool (vmlinux.h from the kernel's BTF), and libbpf-dev, libelf-dev and zlib1g-dev
+/// (libbpf-sys, vendored, links libelf and zlib).
 const APT_PACKAGES: &[&str] = &[
+    "clang-19",
+    "bpftool",
+    "libbpf-dev",
+    "libelf-dev",
+    "zlib1g-dev",
     "pkg-config",
     "python3",
     "util-linux",
@@ -31,6 +38,10 @@ const APT_PACKAGES: &[&str] = &[
 
 const RUSTUP_COMPONENTS: &[&str] = &["rustfmt", "clippy"];
 
+/// Targets CI type-checks besides the host's: the macOS backend (runtime/src/macos) must always
+/// compile. `cargo check` only; `.cargo/apple-check-cc` stands in for Apple's C compiler.
+const RUSTUP_TARGETS: &[&str] = &["aarch64-apple-darwin", "x86_64-apple-darwin"];
+
 /// Criterion benchmarks of the `warden` package (`runtime/benches/`).
 const BENCHES: &[&str] = &["decisions"];
 
@@ -41,9 +52,11 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  setup                 install what the build needs (rustup components, apt packages);
+  setup                 install what the build needs (rustup components and targets,
+                        apt packages);
                         a fast no-op when everything is present
-  ci                    setup, cargo fmt --check, clippy, build, test, demo: what CI runs
+  ci                    setup, cargo fmt --check, clippy, cargo check for macOS, build,
+                        test, demo: what CI runs
   demo                  build warden and show policy decisions for a demo project
   bench [NAME [ARGS]]   run criterion benchmarks (known: decisions); ARGS go to criterion
   bench spawn [--runs N]
@@ -151,6 +164,7 @@ fn run_cmd(cmd: &mut Command) -> Result<()> {
 fn setup() -> Result<()> {
     let start = Instant::now();
     rustup_components()?;
+    rustup_targets()?;
     apt_packages()?;
     test_node()?;
     println!("setup: done in {:.1}s", start.elapsed().as_secs_f64());
@@ -215,6 +229,38 @@ fn test_node() -> Result<()> {
         .arg(TEST_NODE);
     println!("setup: {}", show(&install));
     run_cmd(&mut install)
+}
+
+fn rustup_targets() -> Result<()> {
+    let listed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .current_dir(root())
+        .output();
+    let installed = match listed {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        _ => {
+            println!("setup: no rustup; make sure these targets are installed: {RUSTUP_TARGETS:?}");
+            return Ok(());
+        }
+    };
+    let missing: Vec<&str> = RUSTUP_TARGETS
+        .iter()
+        .copied()
+        .filter(|t| !installed.lines().any(|l| l.trim() == *t))
+        .collect();
+    if missing.is_empty() {
+        println!(
+            "setup: rustup targets present: {}",
+            RUSTUP_TARGETS.join(", ")
+        );
+        return Ok(());
+    }
+    let mut add = Command::new("rustup");
+    add.args(["target", "add"])
+        .args(&missing)
+        .current_dir(root());
+    println!("setup: {}", show(&add));
+    run_cmd(&mut add)
 }
 
 fn apt_packages() -> Result<()> {
@@ -296,6 +342,9 @@ fn ci() -> Result<()> {
         "-D",
         "warnings",
     ])?;
+    for target in RUSTUP_TARGETS {
+        cargo_step(&["check", "-p", "warden", "--target", target])?;
+    }
     cargo_step(&["build", "--workspace", "--all-targets"])?;
     step("cargo test --workspace", cargo_test)?;
     step("cargo xtask demo", demo)?;

@@ -5,7 +5,8 @@ mod check;
 #[cfg(target_os = "linux")]
 mod doctor;
 mod explain;
-#[cfg(target_os = "linux")]
+mod profile_cmd;
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 mod run;
 mod settings_cmd;
 
@@ -48,8 +49,11 @@ enum Command {
     #[cfg(target_os = "linux")]
     Doctor(doctor::DoctorArgs),
     /// Run a command in a sandbox: `warden run [OPTIONS] -- CMD ARGS...`.
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     Run(run::RunArgs),
+    /// Print the sandbox profile a platform's backend applies, on any OS:
+    /// `warden profile --platform macos` prints the Seatbelt profile and its -D parameters.
+    Profile(profile_cmd::ProfileArgs),
 }
 
 /// Options shared by every command that builds the effective policy.
@@ -162,8 +166,9 @@ pub fn run() -> i32 {
         Command::Schema => settings_cmd::schema().map(|()| 0),
         #[cfg(target_os = "linux")]
         Command::Doctor(args) => doctor::run(&args),
-        #[cfg(target_os = "linux")]
+        #[cfg(any(target_os = "linux", target_os = "macos"))]
         Command::Run(args) => run::run(&args),
+        Command::Profile(args) => profile_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -29,6 +29,10 @@ pub struct RunArgs {
     /// server the command runs). Repeatable.
     #[arg(long, value_name = "HOSTPORT:PORT", value_parser = parse_publish)]
     pub publish: Vec<(u16, u16)>,
+    /// Ask what the policy leaves to approval (hosts in no list) over a JSON-lines control
+    /// channel on this unix socket (docs/protocol.md); without it such requests are denied.
+    #[arg(long, value_name = "unix:PATH", value_parser = parse_approvals)]
+    pub approvals: Option<std::path::PathBuf>,
     /// Append a JSON line per violation (and exec) the sandbox's command caused to FILE:
     /// kernel records from eBPF (as root) and the proxy's decisions.
     #[arg(long, value_name = "FILE")]
@@ -82,6 +86,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         argv: args.command.clone(),
         env: std::env::vars_os().collect(),
         publish: args.publish.clone(),
+        approvals: args.approvals.clone(),
     };
     let sandbox = backend.spawn(workspace, &policy, &command)?;
     Ok(sandbox.wait())
@@ -99,4 +104,8 @@ fn parse_publish(text: &str) -> Result<(u16, u16), String> {
             .ok_or_else(|| format!("{text:?}: {p:?} is not a port (1-65535)"))
     };
     Ok((port(host)?, port(inside)?))
+}
+
+fn parse_approvals(text: &str) -> Result<std::path::PathBuf, String> {
+    crate::approve::channel::parse_spec(text).map_err(|e| e.to_string())
 }

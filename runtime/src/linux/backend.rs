@@ -30,6 +30,7 @@ pub struct LinuxSandbox {
     run_dir: RunDir,
     placeholders: Vec<Placeholder>,
     network: Option<crate::net::service::Service>,
+    approvals_socket: Option<PathBuf>,
     _janitor: Janitor,
 }
 
@@ -71,7 +72,8 @@ impl Backend for LinuxBackend {
                 })?;
             published.push((l, *port));
         }
-        let network = match network_plan(policy, !published.is_empty()) {
+        let network = match network_plan(policy, !published.is_empty(), command.approvals.is_some())
+        {
             Some(np) => {
                 let resolv_conf = run_dir.path().join("resolv.conf");
                 std::fs::write(&resolv_conf, super::net::resolv_conf()).map_err(|source| {
@@ -138,6 +140,9 @@ impl Backend for LinuxBackend {
                 what: "creating protected placeholders",
                 source,
             })?;
+        if let Some(sock) = &command.approvals {
+            janitor.socket(sock);
+        }
         match spawn::start(&plan, cgroup) {
             Ok(mut inner) => {
                 crate::audit::start_reader(crate::audit::view_of_plan(&plan));
@@ -176,6 +181,10 @@ impl Backend for LinuxBackend {
                                 std::sync::Arc::new(policy.clone()),
                                 crate::audit::proxy_sink(),
                                 publish,
+                                command
+                                    .approvals
+                                    .clone()
+                                    .map(crate::net::service::ApproverSpec::Channel),
                             )
                             .map_err(|e| BackendError::Network(e.to_string()))?,
                         )
@@ -187,6 +196,7 @@ impl Backend for LinuxBackend {
                     run_dir,
                     placeholders,
                     network,
+                    approvals_socket: command.approvals.clone(),
                     _janitor: janitor,
                 })
             }
@@ -209,6 +219,9 @@ impl Sandbox for LinuxSandbox {
         // Audit (#5): drain the records, report losses, print the annotation last.
         crate::audit::finish();
         plan::remove_placeholders(&self.placeholders);
+        if let Some(sock) = &self.approvals_socket {
+            super::janitor::remove_socket(sock);
+        }
         if let Err(e) = self.run_dir.remove() {
             eprintln!("warden: warning: removing the run directory: {e}");
         }
@@ -235,7 +248,7 @@ fn limits(policy: &Policy) -> Limits {
 /// Listeners for the proxy when the policy can allow any destination — some `allowedDomains`
 /// entry, or an external proxy (`httpProxyPort`/`socksProxyPort`) that decides — and not
 /// everything denied (`--no-network` denies `*`); and pid 1's connector for `--publish`.
-fn network_plan(policy: &Policy, publish: bool) -> Option<super::net::NetworkPlan> {
+fn network_plan(policy: &Policy, publish: bool, approver: bool) -> Option<super::net::NetworkPlan> {
     let e = &policy.effective;
     let allowed = !e.strings("network.allowedDomains").is_empty()
         || e.u64("network.httpProxyPort").is_some()
@@ -244,7 +257,11 @@ fn network_plan(policy: &Policy, publish: bool) -> Option<super::net::NetworkPla
         .strings("network.deniedDomains")
         .iter()
         .any(|r| &*r.pattern == "*");
-    let proxy = allowed && !all_denied;
+    // With an approver, hosts in no list can be allowed at run time.
+    let askable = approver
+        && policy.context.approver_attached
+        && !e.bool("network.strictAllowlist").unwrap_or(false);
+    let proxy = (allowed || askable) && !all_denied;
     (proxy || publish).then(|| super::net::NetworkPlan {
         proxy,
         dns: proxy,

@@ -24,6 +24,7 @@ const RUN_DIR: u8 = b'R';
 const CGROUP: u8 = b'C';
 const PLACEHOLDER_DIR: u8 = b'D';
 const PLACEHOLDER_FILE: u8 = b'F';
+const SOCKET: u8 = b'S';
 
 /// The supervisor's end: reports what to clean up. Dropping it (or the supervisor's death)
 /// closes the pipe and lets the janitor run.
@@ -74,6 +75,12 @@ impl Janitor {
         self.send(tag, &ph.path);
     }
 
+    /// Reports a unix socket file this run binds (the approvals channel), removed if it is
+    /// still a socket.
+    pub fn socket(&mut self, path: &Path) {
+        self.send(SOCKET, path);
+    }
+
     fn send(&mut self, tag: u8, path: &Path) {
         let mut record = Vec::with_capacity(path.as_os_str().len() + 2);
         record.push(tag);
@@ -92,6 +99,7 @@ pub(crate) struct Records {
     pub run_dirs: Vec<PathBuf>,
     pub cgroups: Vec<PathBuf>,
     pub placeholders: Vec<Placeholder>,
+    pub sockets: Vec<PathBuf>,
 }
 
 pub(crate) fn parse(bytes: &[u8]) -> Records {
@@ -112,6 +120,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Records {
             CGROUP => out.cgroups.push(path),
             PLACEHOLDER_DIR => out.placeholders.push(Placeholder { path, dir: true }),
             PLACEHOLDER_FILE => out.placeholders.push(Placeholder { path, dir: false }),
+            SOCKET => out.sockets.push(path),
             _ => {}
         }
     }
@@ -164,6 +173,9 @@ fn clean_up(records: &Records) {
         let _ = super::cgroup::remove_leftover(cg);
     }
     super::plan::remove_placeholders(&records.placeholders);
+    for sock in &records.sockets {
+        remove_socket(sock);
+    }
     for dir in records.run_dirs.iter().filter(|p| is_ours(p)) {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -172,3 +184,11 @@ fn clean_up(records: &Records) {
 #[cfg(test)]
 #[path = "janitor_tests.rs"]
 mod tests;
+
+/// Removes `path` if it is a unix socket (never anything else a path could name).
+pub fn remove_socket(path: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+}

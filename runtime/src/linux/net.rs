@@ -210,8 +210,7 @@ pub fn serve_connect(chan: &OwnedFd) -> nix::Result<bool> {
         None,
     )
     .and_then(|fd| {
-        nix::sys::socket::connect(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port))
-            .map(|()| fd)
+        nix::sys::socket::connect(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)).map(|()| fd)
     });
     match connected {
         Ok(fd) => {

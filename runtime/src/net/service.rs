@@ -52,6 +52,12 @@ impl EventSink for Tee {
 
 /// Starts the proxy (and the stub DNS server when its sockets are there) for `policy`.
 /// Returns once the service is ready, or the reason it could not start.
+/// Who answers the network questions the policy leaves to approval.
+pub enum ApproverSpec {
+    /// `--approvals unix:PATH`: the control channel (docs/protocol.md).
+    Channel(std::path::PathBuf),
+}
+
 /// Connects to a port inside the sandbox (blocking; the sandbox's pid 1 does the connect, one
 /// request at a time).
 pub type Connect = Arc<dyn Fn(u16) -> std::io::Result<std::net::TcpStream> + Send + Sync>;
@@ -68,6 +74,7 @@ pub fn start(
     policy: Arc<Policy>,
     extra_sink: Option<Arc<dyn EventSink>>,
     publish: Option<Publish>,
+    approver: Option<ApproverSpec>,
 ) -> Result<Service, ServiceError> {
     let (published, connect) = match publish {
         Some(p) => (p.listeners, Some(p.connect)),
@@ -86,6 +93,7 @@ pub fn start(
                 .ok_or_else(|| ServiceError::Config(format!("{key} {p} is not a port"))),
         }
     };
+    let user_settings = user_settings_file();
     let external_http = port("network.httpProxyPort")?;
     let external_socks = port("network.socksProxyPort")?;
     let memory = MemorySink::new();
@@ -131,6 +139,19 @@ pub fn start(
                         ),
                         None => None,
                     };
+                    // Built on the runtime: the channel's accept loop runs on it.
+                    let approvals = match approver {
+                        Some(ApproverSpec::Channel(path)) => {
+                            let channel = crate::approve::channel::ChannelApprover::bind(&path)
+                                .map_err(|e| ServiceError::Config(e.to_string()))?;
+                            Some(Arc::new(crate::approve::Approvals::new(
+                                channel,
+                                policy.approvals.clone(),
+                                user_settings,
+                            )))
+                        }
+                        None => None,
+                    };
                     let dns = super::dns::DnsHandler::new(
                         dns_decider(policy.clone()),
                         resolver.clone(),
@@ -144,6 +165,7 @@ pub fn start(
                         events: sink,
                         token: None,
                         parent,
+                        approvals,
                     });
                     Ok::<_, ServiceError>((proxy, http, socks, dns, dns_udp, dns_tcp, published))
                 };
@@ -275,4 +297,12 @@ pub fn blocked_summary(events: &[NetEvent]) -> Vec<String> {
             format!("warden: network: blocked {target}{times}: {reason}")
         })
         .collect()
+}
+
+/// The user settings file allow-always writes to.
+fn user_settings_file() -> Option<std::path::PathBuf> {
+    let home = std::env::home_dir()?;
+    let cwd = std::env::current_dir().ok()?;
+    let env = |k: &str| std::env::var(k).ok();
+    Some(crate::policy::load::LayerPaths::discover(&home, &cwd, &env).user)
 }

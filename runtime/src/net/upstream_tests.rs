@@ -146,6 +146,7 @@ async fn the_proxy_hands_allowed_tunnels_to_the_parent_without_resolving_the_nam
             ),
             no_proxy: vec![],
         }),
+        approvals: None,
     });
     let mut opened = proxy
         .open(Protocol::Connect, "api.corp-only.test", 443)

@@ -205,9 +205,13 @@ pub struct LimitsSettings {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AuditSettings {
+    /// Record what the sandbox was refused with eBPF programs scoped to its cgroup (needs
+    /// root). Default: on when a sink is requested (`--violations`, `--annotate-stderr`,
+    /// `violationsFile`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Refuse to start when the audit layer cannot be established.
+    /// Refuse to start when the audit layer cannot be established (implies `enabled`);
+    /// otherwise a failure to load is one warning and the run goes on without kernel records.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
     /// With BPF LSM available, also deny in the kernel (a third layer).

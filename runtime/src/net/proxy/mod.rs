@@ -43,6 +43,8 @@ pub struct ProxyConfig {
     pub token: Option<String>,
     /// `network.parentProxy`: allowed connections go through it (except `noProxy` hosts).
     pub parent: Option<crate::net::upstream::ParentProxy>,
+    /// Who answers requests the policy leaves to approval; `None`: they are denied.
+    pub approvals: Option<Arc<crate::approve::Approvals>>,
 }
 
 /// Why a request was not connected, and what the client is told.
@@ -93,15 +95,7 @@ impl Proxy {
     ) -> (Option<Host>, NetEvent) {
         match crate::policy::domain::canonical_host(host_text) {
             Ok(host) => {
-                let mut v = self.config.policy.check_domain(&host, Some(port));
-                if v.decision == Decision::RequiresApproval {
-                    // Nobody can answer yet: non-interactive deny, with the reason kept.
-                    v = Verdict {
-                        decision: Decision::Deny,
-                        reason: format!("{} (no approver is attached: denied)", v.reason),
-                        ..v
-                    };
-                }
+                let v = self.config.policy.check_domain(&host, Some(port));
                 let event = NetEvent::new(protocol, &host.to_string(), Some(port), &v);
                 (Some(host), event)
             }
@@ -126,10 +120,34 @@ impl Proxy {
         port: u16,
     ) -> Result<Opened, Refused> {
         let started = Instant::now();
-        let (host, event) = self.decide(protocol, host_text, port);
+        let (host, mut event) = self.decide(protocol, host_text, port);
         let Some(host) = host else {
             return Err(self.refuse(event, RefusalKind::BadRequest));
         };
+        if event.decision == Decision::RequiresApproval {
+            // The one place a network request waits for a human (or the control channel).
+            let outcome = match &self.config.approvals {
+                Some(approvals) => {
+                    let verdict = Verdict {
+                        decision: event.decision,
+                        kind: event.kind,
+                        reason: event.reason.clone(),
+                        rule: event.rule.clone(),
+                    };
+                    approvals.network(&host, port, &verdict).await
+                }
+                None => crate::approve::Outcome {
+                    allowed: false,
+                    note: format!("{} (no approver is attached: denied)", event.reason),
+                },
+            };
+            event.decision = if outcome.allowed {
+                Decision::Allow
+            } else {
+                Decision::Deny
+            };
+            event.reason = outcome.note;
+        }
         if event.decision != Decision::Allow {
             return Err(self.refuse(event, RefusalKind::Blocked));
         }

@@ -48,6 +48,7 @@ async fn setup(allowed: &[&str], loopback_allowed: bool, token: Option<&str>) ->
         events: events.clone(),
         token: token.map(str::to_string),
         parent: None,
+        approvals: None,
     });
     let (upstream_port, seen) = upstream().await;
     Setup {

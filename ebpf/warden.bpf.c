@@ -1,0 +1,529 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * warden's kernel-truth audit programs (issue #5). See ebpf/README.md.
+ *
+ * Scope: everything is keyed on the sandbox's cgroup v2 leaf. The tracepoints are global;
+ * each one (after a switch on the syscall number) first asks whether the current task's ancestor at the watched level (watch_config[0])
+ * is a watched cgroup id, so a process outside every sandbox costs one array lookup, one
+ * helper call and one hash lookup, and produces nothing. The cgroup programs are attached to
+ * the sandbox's cgroup directory itself.
+ *
+ * Records: failed file syscalls (EACCES, EPERM, EROFS) with the path captured at entry
+ * (raw_tp/sys_enter) and matched at exit (raw_tp/sys_exit), opens that land on a denyRead
+ * mask (/dev/null bound over a file), exec of each binary (sched_process_exec), connect()
+ * attempts with the address the kernel copied (cgroup/connect4, connect6, connect_unix) and
+ * their result, and calls refused at entry (seccomp's EPERM: no sys_enter, only sys_exit).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+#include "warden.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define EPERM 1
+#define EACCES 13
+#define EROFS 30
+#define AT_FDCWD -100
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+/* The kernel's internal dev_t of /dev/null: MKDEV(1, 3) with MINORBITS 20. */
+#define DEV_NULL ((1U << 20) | 3)
+#define SUN_PATH_LEN 108
+
+/* The cgroup ids of live sandboxes (value unused). Filled by the supervisor before the
+ * sandbox's pid 1 gets its go byte. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u8);
+} watched SEC(".maps");
+
+/* watch_config[0]: the cgroup v2 level of the watched cgroups (0 = nothing watched yet). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} watch_config SEC(".maps");
+
+/* What a thread's current syscall is about, from entry to exit. */
+struct pending {
+	struct event ev;
+	__u64 upath;  /* user pointers, read again at exit when entry could not read them */
+	__u64 upath2;
+	__s64 nr;     /* the system call it belongs to */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct pending);
+} pending_calls SEC(".maps");
+
+/* One pending record under construction per CPU (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pending);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 2 * 1024 * 1024);
+} events SEC(".maps");
+
+/* Loss is never silent: DROP_* slots, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DROP_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+/* x86_64 system call numbers of the calls recorded at entry (build.rs defines the target
+ * architecture; other architectures are not supported yet). */
+#if defined(__TARGET_ARCH_x86)
+#define NR_open 2
+#define NR_socket 41
+#define NR_connect 42
+#define NR_truncate 76
+#define NR_rename 82
+#define NR_mkdir 83
+#define NR_rmdir 84
+#define NR_creat 85
+#define NR_link 86
+#define NR_unlink 87
+#define NR_symlink 88
+#define NR_chmod 90
+#define NR_chown 92
+#define NR_lchown 94
+#define NR_mknod 133
+#define NR_setxattr 188
+#define NR_lsetxattr 189
+#define NR_openat 257
+#define NR_mkdirat 258
+#define NR_mknodat 259
+#define NR_fchownat 260
+#define NR_unlinkat 263
+#define NR_renameat 264
+#define NR_linkat 265
+#define NR_symlinkat 266
+#define NR_fchmodat 268
+#define NR_utimensat 280
+#define NR_renameat2 316
+#define NR_openat2 437
+#define NR_fchmodat2 452
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#else
+#error "warden's audit programs support x86_64 only so far"
+#endif
+
+/* A file syscall's arguments: which hold the path, the second path, the open flags and the
+ * directory descriptor (-1: none). */
+struct file_args {
+	__u16 op;
+	__s8 path, path2, flags, dfd;
+};
+
+static __always_inline bool file_syscall(long nr, struct file_args *a)
+{
+	/*                                            op             path path2 flags dfd */
+#define F(name, o, p, p2, fl, d)                                                            \
+	case NR_##name:                                                                     \
+		*a = (struct file_args){ o, p, p2, fl, d };                                 \
+		return true;
+	switch (nr) {
+	F(openat,    OP_OPENAT,    1, -1,  2,  0)
+	F(openat2,   OP_OPENAT2,   1, -1, -1,  0)
+	F(creat,     OP_CREAT,     0, -1, -1, -1)
+	F(open,      OP_OPEN,      0, -1,  1, -1)
+	F(unlinkat,  OP_UNLINKAT,  1, -1, -1,  0)
+	F(unlink,    OP_UNLINK,    0, -1, -1, -1)
+	F(renameat2, OP_RENAMEAT2, 1,  3, -1,  0)
+	F(renameat,  OP_RENAMEAT,  1,  3, -1,  0)
+	F(rename,    OP_RENAME,    0,  1, -1, -1)
+	F(linkat,    OP_LINKAT,    3,  1, -1,  2)
+	F(link,      OP_LINK,      1,  0, -1, -1)
+	F(symlinkat, OP_SYMLINKAT, 2,  0, -1,  1)
+	F(symlink,   OP_SYMLINK,   1,  0, -1, -1)
+	F(mkdirat,   OP_MKDIRAT,   1, -1, -1,  0)
+	F(mkdir,     OP_MKDIR,     0, -1, -1, -1)
+	F(rmdir,     OP_RMDIR,     0, -1, -1, -1)
+	F(fchmodat,  OP_FCHMODAT,  1, -1, -1,  0)
+	F(fchmodat2, OP_FCHMODAT2, 1, -1, -1,  0)
+	F(chmod,     OP_CHMOD,     0, -1, -1, -1)
+	F(fchownat,  OP_FCHOWNAT,  1, -1, -1,  0)
+	F(chown,     OP_CHOWN,     0, -1, -1, -1)
+	F(lchown,    OP_LCHOWN,    0, -1, -1, -1)
+	F(truncate,  OP_TRUNCATE,  0, -1, -1, -1)
+	F(utimensat, OP_UTIMENSAT, 1, -1, -1,  0)
+	F(setxattr,  OP_SETXATTR,  0, -1, -1, -1)
+	F(lsetxattr, OP_LSETXATTR, 0, -1, -1, -1)
+	F(mknodat,   OP_MKNODAT,   1, -1, -1,  0)
+	F(mknod,     OP_MKNOD,     0, -1, -1, -1)
+	default:
+		return false;
+	}
+#undef F
+}
+
+/* The syscall's argument `i` from the user registers saved at entry. */
+static __always_inline unsigned long arg(struct pt_regs *regs, int i)
+{
+	switch (i) {
+	case 0: return PT_REGS_PARM1_CORE_SYSCALL(regs);
+	case 1: return PT_REGS_PARM2_CORE_SYSCALL(regs);
+	case 2: return PT_REGS_PARM3_CORE_SYSCALL(regs);
+	case 3: return PT_REGS_PARM4_CORE_SYSCALL(regs);
+	case 4: return PT_REGS_PARM5_CORE_SYSCALL(regs);
+	default: return PT_REGS_PARM6_CORE_SYSCALL(regs);
+	}
+}
+
+static __always_inline void count_drop(__u32 slot)
+{
+	__u64 *n = bpf_map_lookup_elem(&drops, &slot);
+	if (n)
+		*n += 1;
+}
+
+/* The watched cgroup the current task belongs to, or 0. */
+static __always_inline __u64 watched_cgroup(void)
+{
+	__u32 zero = 0;
+	__u32 *level = bpf_map_lookup_elem(&watch_config, &zero);
+	if (!level || !*level)
+		return 0;
+	__u64 id = bpf_get_current_ancestor_cgroup_id(*level);
+	if (!id || !bpf_map_lookup_elem(&watched, &id))
+		return 0;
+	return id;
+}
+
+static __always_inline void fill_task(struct event *e, __u64 cgroup_id)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	e->ts_ns = bpf_ktime_get_boot_ns();
+	e->cgroup_id = cgroup_id;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->version = EVENT_VERSION;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/* A fresh pending record for this thread, in the per-CPU scratch slot. */
+static __always_inline struct pending *begin(__u64 cgroup_id, __u16 kind, __u16 op)
+{
+	__u32 zero = 0;
+	struct pending *p = bpf_map_lookup_elem(&scratch, &zero);
+	if (!p)
+		return 0;
+	fill_task(&p->ev, cgroup_id);
+	p->ev.kind = kind;
+	p->ev.op = op;
+	p->ev.ret = 0;
+	p->ev.flags = 0;
+	p->ev.family = 0;
+	p->ev.port = 0;
+	__builtin_memset(p->ev.addr, 0, sizeof(p->ev.addr));
+	p->ev.path[0] = 0;
+	p->ev.path2[0] = 0;
+	p->upath = 0;
+	p->upath2 = 0;
+	p->nr = -1;
+	return p;
+}
+
+static __always_inline void commit(struct pending *p)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (bpf_map_update_elem(&pending_calls, &tid, p, BPF_ANY))
+		count_drop(DROP_PENDING);
+}
+
+static __always_inline void emit(struct event *e)
+{
+	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
+		count_drop(DROP_RINGBUF);
+}
+
+static __always_inline void read_path(char *dst, __u64 uptr, __u64 *flags)
+{
+	if (!uptr) {
+		dst[0] = 0;
+		return;
+	}
+	long n = bpf_probe_read_user_str(dst, PATH_LEN, (const void *)uptr);
+	if (n < 0) {
+		dst[0] = 0;
+		*flags |= FL_PATH_LATE;
+	} else if (n >= PATH_LEN) {
+		*flags |= FL_TRUNCATED;
+	}
+}
+
+/* Entry of a file syscall: the path (and second path) read now, the open flags. */
+static __always_inline void file_enter(struct pt_regs *regs, long nr, struct file_args *a)
+{
+	__u64 cg = watched_cgroup();
+	if (!cg)
+		return;
+	struct pending *p = begin(cg, EV_FILE, a->op);
+	if (!p)
+		return;
+	p->nr = nr;
+	__u64 flags = 0;
+	if (a->op == OP_OPENAT2) {
+		__u64 how_flags = 0;
+		bpf_probe_read_user(&how_flags, sizeof(how_flags), (const void *)arg(regs, 2));
+		flags = how_flags & 0xffffffffULL;
+	} else if (a->flags >= 0) {
+		flags = arg(regs, a->flags) & 0xffffffffULL;
+	}
+	if (a->path >= 0) {
+		p->upath = arg(regs, a->path);
+		read_path(p->ev.path, p->upath, &flags);
+		if (a->dfd >= 0 && (int)arg(regs, a->dfd) != AT_FDCWD && p->ev.path[0] != '/')
+			flags |= FL_RELATIVE;
+	}
+	if (a->path2 >= 0) {
+		p->upath2 = arg(regs, a->path2);
+		read_path(p->ev.path2, p->upath2, &flags);
+	}
+	p->ev.flags = flags;
+	commit(p);
+}
+
+static __always_inline bool is_dev_null_path(const char *path)
+{
+	const char want[] = "/dev/null";
+	for (int i = 0; i < (int)sizeof(want); i++)
+		if (path[i] != want[i])
+			return false;
+	return true;
+}
+
+/* Whether descriptor `fd` of the current task is the /dev/null character device. */
+static __always_inline bool fd_is_dev_null(long fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
+	unsigned int max = BPF_CORE_READ(task, files, fdt, max_fds);
+	if (!fds || fd < 0 || fd >= max)
+		return false;
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return false;
+	umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
+	dev_t rdev = BPF_CORE_READ(f, f_inode, i_rdev);
+	return (mode & S_IFMT) == S_IFCHR && rdev == DEV_NULL;
+}
+
+/* Exit of a recorded file syscall: report refusals and opens of a denyRead mask. */
+static __always_inline void file_exit(struct pending *p, long ret)
+{
+	bool report = ret == -EACCES || ret == -EPERM || ret == -EROFS;
+	__u16 op = p->ev.op;
+	if (!report && ret >= 0 &&
+	    (op == OP_OPENAT || op == OP_OPENAT2 || op == OP_OPEN) &&
+	    !is_dev_null_path(p->ev.path) && fd_is_dev_null(ret)) {
+		p->ev.flags |= FL_MASKED;
+		report = true;
+	}
+	if (!report)
+		return;
+	if (p->ev.flags & FL_PATH_LATE) {
+		__u64 late = 0;
+		read_path(p->ev.path, p->upath, &late);
+		read_path(p->ev.path2, p->upath2, &late);
+	}
+	p->ev.ret = (__s32)ret;
+	p->ev.ts_ns = bpf_ktime_get_boot_ns();
+	emit(&p->ev);
+}
+
+/*
+ * Every system call of every process passes here, so the common case is short: a switch on
+ * the number, and only for the calls recorded, the cgroup check. (One raw tracepoint instead
+ * of a tracepoint per call: detaching each syscall tracepoint costs a grace period, ~70 ms
+ * here, which would delay the end of every run by seconds.)
+ */
+SEC("raw_tp/sys_enter")
+int sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+	long nr = (long)ctx->args[1];
+	struct file_args a;
+	if (file_syscall(nr, &a))
+		file_enter(regs, nr, &a);
+	return 0;
+}
+
+/* A refusal at syscall entry by seccomp skips sys_enter but not sys_exit: an EPERM with no
+ * pending record is reported with the call's number and first argument, and userspace keeps
+ * those of the calls warden's filter denies. */
+static __always_inline void unobserved_exit(struct pt_regs *regs, long nr, long ret)
+{
+	if (ret != -EPERM)
+		return;
+	__u64 cg = watched_cgroup();
+	if (!cg)
+		return;
+	struct pending *p = begin(cg, EV_SYSCALL, 0);
+	if (!p)
+		return;
+	p->ev.flags = (__u64)nr;
+	p->ev.family = (__u16)arg(regs, 0);
+	p->ev.ret = (__s32)ret;
+	emit(&p->ev);
+}
+
+SEC("raw_tp/sys_exit")
+int sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+	long ret = (long)ctx->args[1];
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending *p = bpf_map_lookup_elem(&pending_calls, &tid);
+	if (!p) {
+		unobserved_exit(regs, SYSCALL_NR(regs), ret);
+		return 0;
+	}
+	long nr = SYSCALL_NR(regs);
+	if (p->nr != nr) {
+		/* A leftover of a call that never returned through here (or a cgroup hook
+		 * outside connect()): not this call's. */
+		bpf_map_delete_elem(&pending_calls, &tid);
+		if (ret == -EPERM)
+			unobserved_exit(regs, nr, ret);
+		return 0;
+	}
+	if (p->ev.kind == EV_FILE) {
+		file_exit(p, ret);
+	} else if (p->ev.kind == EV_CONNECT || p->ev.kind == EV_UNIX) {
+		p->ev.ret = (__s32)ret;
+		p->ev.ts_ns = bpf_ktime_get_boot_ns();
+		emit(&p->ev);
+	}
+	bpf_map_delete_elem(&pending_calls, &tid);
+	return 0;
+}
+
+/* exec of each binary: the filename the kernel resolved and the head of argv. */
+SEC("tracepoint/sched/sched_process_exec")
+int sched_exec(struct trace_event_raw_sched_process_exec *ctx)
+{
+	__u64 cg = watched_cgroup();
+	if (!cg)
+		return 0;
+	struct pending *p = begin(cg, EV_EXEC, 0);
+	if (!p)
+		return 0;
+	unsigned int off = BPF_CORE_READ(ctx, __data_loc_filename) & 0xffff;
+	long n = bpf_probe_read_kernel_str(p->ev.path, PATH_LEN, (void *)ctx + off);
+	if (n >= PATH_LEN)
+		p->ev.flags |= FL_TRUNCATED;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	unsigned long start = BPF_CORE_READ(task, mm, arg_start);
+	unsigned long end = BPF_CORE_READ(task, mm, arg_end);
+	unsigned long len = end > start ? end - start : 0;
+	if (len > PATH_LEN - 1)
+		len = PATH_LEN - 1;
+	len &= PATH_LEN - 1;
+	if (len && bpf_probe_read_user(p->ev.path2, len, (const void *)start) == 0)
+		p->ev.path2[len & (PATH_LEN - 1)] = 0;
+	else
+		p->ev.path2[0] = 0;
+	/* argv bytes are NUL-separated: their length goes in `port` for the decoder. */
+	p->ev.port = (__u16)len;
+	emit(&p->ev);
+	return 0;
+}
+
+/* connect(): the address as the kernel copied it, recorded at the cgroup hook and reported
+ * with the syscall's result at sys_exit_connect. Always allowed: the sandbox's empty network
+ * namespace refuses on its own. */
+static __always_inline void connect_begin(struct bpf_sock_addr *ctx, __u16 family)
+{
+	__u64 cg = watched_cgroup();
+	if (!cg)
+		return;
+	struct pending *p = begin(cg, EV_CONNECT, OP_CONNECT);
+	if (!p)
+		return;
+	p->ev.family = family;
+	p->ev.port = bpf_ntohs((__u16)ctx->user_port);
+	if (family == AF_INET) {
+		__u32 ip = ctx->user_ip4;
+		__builtin_memcpy(p->ev.addr, &ip, 4);
+	} else {
+		/* Constant indices: the verifier wants context loads at fixed offsets. */
+		__u32 w0 = ctx->user_ip6[0], w1 = ctx->user_ip6[1];
+		__u32 w2 = ctx->user_ip6[2], w3 = ctx->user_ip6[3];
+		__builtin_memcpy(p->ev.addr, &w0, 4);
+		__builtin_memcpy(p->ev.addr + 4, &w1, 4);
+		__builtin_memcpy(p->ev.addr + 8, &w2, 4);
+		__builtin_memcpy(p->ev.addr + 12, &w3, 4);
+	}
+	p->ev.flags = ctx->type;
+	p->nr = NR_connect;
+	commit(p);
+}
+
+SEC("cgroup/connect4")
+int connect4(struct bpf_sock_addr *ctx)
+{
+	connect_begin(ctx, AF_INET);
+	return 1;
+}
+
+SEC("cgroup/connect6")
+int connect6(struct bpf_sock_addr *ctx)
+{
+	connect_begin(ctx, AF_INET6);
+	return 1;
+}
+
+SEC("cgroup/connect_unix")
+int connect_unix(struct bpf_sock_addr *ctx)
+{
+	__u64 cg = watched_cgroup();
+	if (!cg)
+		return 1;
+	struct pending *p = begin(cg, EV_UNIX, OP_CONNECT);
+	if (!p)
+		return 1;
+	struct bpf_sock_addr_kern *sa = bpf_cast_to_kern_ctx(ctx);
+	struct sockaddr *uaddr = sa->uaddr;
+	__u32 len = sa->uaddrlen;
+	p->ev.family = AF_UNIX;
+	/* sun_path starts after sun_family; abstract names start with a NUL byte, so the raw
+	 * bytes are copied and their length travels in `flags`. */
+	if (len > 2)
+		len -= 2;
+	else
+		len = 0;
+	if (len > SUN_PATH_LEN)
+		len = SUN_PATH_LEN;
+	if (len && bpf_probe_read_kernel(p->ev.path, len & 0x7f, (void *)uaddr + 2))
+		len = 0;
+	p->ev.flags = len;
+	p->nr = NR_connect;
+	commit(p);
+	return 1;
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The record warden's eBPF programs send through the ring buffer, and the numbers inside it.
+ * The Rust side decodes it byte by byte (runtime/src/audit/record.rs, `RawEvent::decode`):
+ * every offset here is asserted there, so change both together and bump EVENT_VERSION.
+ */
+#ifndef WARDEN_BPF_H
+#define WARDEN_BPF_H
+
+#define EVENT_VERSION 1
+#define PATH_LEN 512
+#define COMM_LEN 16
+
+/* event.kind */
+#define EV_FILE 1    /* a file syscall failed (or opened a denyRead mask) */
+#define EV_EXEC 2    /* sched_process_exec: path = filename, path2 = argv head */
+#define EV_CONNECT 3 /* connect() on AF_INET/AF_INET6, address from cgroup/connect4/6 */
+#define EV_UNIX 4    /* connect() on AF_UNIX, path from cgroup/connect_unix */
+#define EV_SYSCALL 5 /* a call refused at entry (seccomp): flags = its number, family = arg 0 */
+
+/* event.op: the system call (EV_FILE, EV_CONNECT, EV_UNIX) */
+#define OP_OPENAT 1
+#define OP_OPENAT2 2
+#define OP_CREAT 3
+#define OP_OPEN 4
+#define OP_UNLINKAT 5
+#define OP_UNLINK 6
+#define OP_RENAMEAT2 7
+#define OP_RENAMEAT 8
+#define OP_RENAME 9
+#define OP_LINKAT 10
+#define OP_LINK 11
+#define OP_SYMLINKAT 12
+#define OP_SYMLINK 13
+#define OP_MKDIRAT 14
+#define OP_MKDIR 15
+#define OP_RMDIR 16
+#define OP_FCHMODAT 17
+#define OP_FCHMODAT2 18
+#define OP_CHMOD 19
+#define OP_FCHOWNAT 20
+#define OP_CHOWN 21
+#define OP_LCHOWN 22
+#define OP_TRUNCATE 23
+#define OP_UTIMENSAT 24
+#define OP_SETXATTR 25
+#define OP_LSETXATTR 26
+#define OP_MKNODAT 27
+#define OP_MKNOD 28
+#define OP_CONNECT 40
+
+/* event.flags bits beyond the open flags (bits 32..63) */
+#define FL_MASKED (1ULL << 32)    /* the open succeeded on the /dev/null a denyRead mask binds */
+#define FL_RELATIVE (1ULL << 33)  /* the path was relative to a directory descriptor other than the cwd */
+#define FL_PATH_LATE (1ULL << 34) /* the path could not be read at entry; read at exit instead */
+#define FL_TRUNCATED (1ULL << 35) /* the path filled PATH_LEN */
+
+/* The drop counters (per-CPU array `drops`) */
+#define DROP_RINGBUF 0 /* bpf_ringbuf_reserve failed: the reader is behind */
+#define DROP_PENDING 1 /* the per-thread entry map was full: a syscall went unobserved */
+#define DROP_SLOTS 2
+
+struct event {
+	__u64 ts_ns;     /*   0: bpf_ktime_get_boot_ns() */
+	__u64 cgroup_id; /*   8: the watched cgroup (the ancestor at the watched level) */
+	__u32 pid;       /*  16: tgid */
+	__u32 tid;       /*  20 */
+	__u32 ppid;      /*  24: real parent's tgid */
+	__u32 uid;       /*  28 */
+	__u16 kind;      /*  32: EV_* */
+	__u16 op;        /*  34: OP_* */
+	__s32 ret;       /*  36: the syscall's result (negative errno), 0 when unknown */
+	__u64 flags;     /*  40: open flags (low 32 bits) and FL_* */
+	__u16 family;    /*  48: AF_INET, AF_INET6, AF_UNIX, or socket()'s family */
+	__u16 port;      /*  50: host byte order */
+	__u32 version;   /*  52: EVENT_VERSION */
+	__u8 addr[16];   /*  56: IPv4 in the first 4 bytes, or IPv6 */
+	char comm[COMM_LEN];  /*  72 */
+	char path[PATH_LEN];  /*  88 */
+	char path2[PATH_LEN]; /* 600: rename/link target, symlink content, exec argv head */
+};                        /* 1112 */
+
+#endif

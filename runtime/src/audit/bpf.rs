@@ -1,0 +1,224 @@
+//! The eBPF side of auditing: the libbpf-rs skeleton built from `ebpf/warden.bpf.c` by
+//! `runtime/build.rs`, loaded once per `warden run`, its tracepoints attached globally (they
+//! filter on the watched cgroups in the kernel), its cgroup programs attached to each
+//! sandbox's cgroup directory, and the two maps userspace writes: `watch_config` (the cgroup
+//! level) and `watched` (the cgroup ids).
+
+use super::AuditError;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    unsafe_op_in_unsafe_fn,
+    unused_imports,
+    missing_docs,
+    dead_code
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/warden.skel.rs"));
+}
+
+/// The cgroup programs: attached per sandbox, to its cgroup directory.
+const CGROUP_PROGRAMS: [&str; 3] = ["connect4", "connect6", "connect_unix"];
+
+/// Where tracefs may be mounted (libbpf resolves tracepoint ids through it).
+const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The loaded programs and their links.
+pub struct Programs {
+    skel: skel::WardenSkel<'static>,
+    /// Tracepoint links: global, filtered by `watched` in the kernel.
+    _links: Vec<Link>,
+    watches: Vec<(u64, Vec<Link>)>,
+    level: Option<u32>,
+    /// How long open + load (the verifier) + attach took.
+    pub load_time: Duration,
+    /// Tracepoint programs attached.
+    pub attached: usize,
+    /// Syscall tracepoints this kernel lacks (e.g. `open` on arm64): not loaded.
+    pub missing: Vec<String>,
+}
+
+fn tracefs() -> Option<PathBuf> {
+    TRACEFS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.join("events/syscalls").is_dir())
+}
+
+/// `tracepoint/syscalls/sys_enter_openat` → whether tracefs lists that event.
+fn tracepoint_exists(tracefs: &Path, section: &str) -> bool {
+    match section.strip_prefix("tracepoint/") {
+        Some(event) => tracefs.join("events").join(event).is_dir(),
+        None => true,
+    }
+}
+
+impl Programs {
+    /// Opens, loads and attaches the tracepoints. Single-threaded (no reader yet), so it may
+    /// run before the sandbox's pid 1 is cloned.
+    pub fn load() -> Result<Programs, AuditError> {
+        let start = Instant::now();
+        let tracefs = tracefs().ok_or(AuditError::NoTracefs)?;
+        // The skeleton borrows its object storage for its whole life; one per `warden run`,
+        // kept until the process exits, so leaking the (small) box is the simple owner.
+        let storage = Box::leak(Box::new(std::mem::MaybeUninit::uninit()));
+        let mut open = skel::WardenSkelBuilder::default()
+            .open(storage)
+            .map_err(|e| AuditError::Load(format!("opening the eBPF object: {e}")))?;
+        let mut missing = Vec::new();
+        for mut prog in open.open_object_mut().progs_mut() {
+            let section = prog.section().to_string_lossy().into_owned();
+            if !tracepoint_exists(&tracefs, &section) {
+                missing.push(section);
+                prog.set_autoload(false);
+            }
+        }
+        let mut skel = open.load().map_err(|e| {
+            AuditError::Load(format!(
+                "loading the eBPF programs: {e}{}",
+                if nix::unistd::geteuid().is_root() {
+                    ""
+                } else {
+                    " (auditing needs root: BPF is root-only on most kernels)"
+                }
+            ))
+        })?;
+        let mut links = Vec::new();
+        for prog in skel.object_mut().progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            let section = prog.section().to_string_lossy().into_owned();
+            if CGROUP_PROGRAMS.contains(&name.as_str()) || missing.contains(&section) {
+                continue;
+            }
+            let link = prog.attach().map_err(|e| AuditError::Attach {
+                program: section.clone(),
+                reason: e.to_string(),
+            })?;
+            links.push(link);
+        }
+        let attached = links.len();
+        Ok(Programs {
+            skel,
+            _links: links,
+            watches: Vec::new(),
+            level: None,
+            load_time: start.elapsed(),
+            attached,
+            missing,
+        })
+    }
+
+    /// Watches the cgroup at `dir` (a cgroup v2 directory): attaches the cgroup programs to it
+    /// and inserts its id, so everything its processes do from now on is recorded. Returns
+    /// the cgroup id.
+    pub fn watch(&mut self, dir: &Path) -> Result<u64, AuditError> {
+        let cg_err = |reason: String| AuditError::Cgroup {
+            path: dir.to_path_buf(),
+            reason,
+        };
+        let meta = std::fs::metadata(dir).map_err(|e| cg_err(e.to_string()))?;
+        let id = meta.ino();
+        let level = cgroup_level(dir).map_err(cg_err)?;
+        match self.level {
+            Some(l) if l != level => {
+                return Err(cg_err(format!(
+                    "at cgroup level {level}, but this auditor watches level {l}"
+                )))
+            }
+            _ => {}
+        }
+        let file = std::fs::File::open(dir).map_err(|e| cg_err(e.to_string()))?;
+        let mut links = Vec::new();
+        for prog in self.skel.object_mut().progs_mut() {
+            let name = prog.name().to_string_lossy().into_owned();
+            if !CGROUP_PROGRAMS.contains(&name.as_str()) {
+                continue;
+            }
+            let link = prog
+                .attach_cgroup(file.as_raw_fd())
+                .map_err(|e| AuditError::Attach {
+                    program: format!("cgroup/{name}"),
+                    reason: e.to_string(),
+                })?;
+            links.push(link);
+        }
+        let map_err = |what: &str, e: libbpf_rs::Error| AuditError::Map(format!("{what}: {e}"));
+        self.skel
+            .maps
+            .watch_config
+            .update(&0u32.to_ne_bytes(), &level.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| map_err("setting the watched cgroup level", e))?;
+        self.skel
+            .maps
+            .watched
+            .update(&id.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(|e| map_err("inserting the cgroup id", e))?;
+        self.level = Some(level);
+        self.watches.push((id, links));
+        Ok(id)
+    }
+
+    /// Stops recording cgroup `id` and detaches its cgroup programs.
+    pub fn unwatch(&mut self, id: u64) {
+        let _ = self.skel.maps.watched.delete(&id.to_ne_bytes());
+        self.watches.retain(|(w, _)| *w != id);
+    }
+
+    /// A handle on the ring buffer (a duplicated descriptor) for the reader.
+    pub fn events(&self) -> Result<MapHandle, AuditError> {
+        MapHandle::try_from(&self.skel.maps.events)
+            .map_err(|e| AuditError::Map(format!("duplicating the ring buffer's descriptor: {e}")))
+    }
+
+    /// The drop counters summed over CPUs: `[ring buffer full, per-thread map full]`.
+    pub fn drops(&self) -> Result<[u64; 2], AuditError> {
+        let mut out = [0u64; 2];
+        for (slot, total) in out.iter_mut().enumerate() {
+            let key = u32::try_from(slot).unwrap_or(0).to_ne_bytes();
+            let per_cpu = self
+                .skel
+                .maps
+                .drops
+                .lookup_percpu(&key, MapFlags::ANY)
+                .map_err(|e| AuditError::Map(format!("reading the drop counters: {e}")))?
+                .unwrap_or_default();
+            *total = per_cpu
+                .iter()
+                .map(|v| {
+                    let mut b = [0u8; 8];
+                    if let Some(src) = v.get(..8) {
+                        b.copy_from_slice(src);
+                    }
+                    u64::from_ne_bytes(b)
+                })
+                .sum();
+        }
+        Ok(out)
+    }
+}
+
+/// The level of cgroup `dir` in the cgroup v2 hierarchy (the root is 0), which
+/// `bpf_get_current_ancestor_cgroup_id` takes.
+pub fn cgroup_level(dir: &Path) -> Result<u32, String> {
+    let mount = crate::linux::cgroup::find_v2_mount().map_err(|e| e.to_string())?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("resolving {}: {e}", dir.display()))?;
+    let rel = dir.strip_prefix(&mount).map_err(|_| {
+        format!(
+            "{} is not below the cgroup v2 mount {}",
+            dir.display(),
+            mount.display()
+        )
+    })?;
+    u32::try_from(rel.components().count()).map_err(|e| e.to_string())
+}

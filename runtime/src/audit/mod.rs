@@ -1,0 +1,639 @@
+//! Kernel-truth auditing (issue #5): what the sandbox tried and was refused, recorded by eBPF
+//! programs scoped to the sandbox's cgroup, plus the network proxy's decisions, as one stream
+//! of [`record::ViolationRecord`]s written as JSON lines (`--violations FILE`) and summarised
+//! in a `<sandbox_violations>` block on stderr (`--annotate-stderr`).
+//!
+//! - [`bpf`]: the libbpf-rs skeleton of `ebpf/warden.bpf.c`: load, attach, watch a cgroup,
+//!   drop counters.
+//! - [`record`]: decoding of the ring buffer's events and their classification (kind,
+//!   operation, errno, layer), proxy events as records; pure and unit-tested.
+//! - this file: [`Auditor`] (programs + reader thread), [`Collector`] (coalescing, the file,
+//!   the annotation) and the per-run session `warden run` drives.
+//!
+//! One `warden run` is one process, one sandbox and one audit session, so the session is a
+//! process-wide value: `cli/run.rs` opens it ([`begin`]) before the sandbox exists, the Linux
+//! backend calls [`watch`] once the cgroup exists (before the go byte: the command's first
+//! syscall is covered), [`start_reader`] once the sandbox runs (threads are fine from then
+//! on), hands [`proxy_sink`] to the proxy, and [`finish`] after the command ended.
+
+pub mod bpf;
+pub mod record;
+
+use crate::net::event::{EventSink, NetEvent};
+use record::{Classifier, RawEvent, SandboxView, ViolationRecord};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(
+        "no tracefs with syscall events (mount it: `mount -t tracefs none /sys/kernel/tracing`)"
+    )]
+    NoTracefs,
+    #[error("{0}")]
+    Load(String),
+    #[error("attaching {program}: {reason}")]
+    Attach { program: String, reason: String },
+    #[error("watching cgroup {}: {reason}", path.display())]
+    Cgroup { path: PathBuf, reason: String },
+    #[error("eBPF map: {0}")]
+    Map(String),
+    #[error("the violations file {}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the audit reader: {0}")]
+    Reader(String),
+    #[error("auditing is required (warden.audit.required) but unavailable: {0}")]
+    Required(Box<AuditError>),
+}
+
+/// How often the reader wakes up without events (to notice the end of the run); records are
+/// flushed to the file after every wake-up.
+const POLL: Duration = Duration::from_millis(100);
+/// Distinct violations the `<sandbox_violations>` block lists; the rest are counted.
+const ANNOTATE_MAX: usize = 50;
+
+/// The eBPF programs of one `warden run`.
+pub struct Auditor {
+    programs: bpf::Programs,
+    watched: Option<(u64, String)>,
+}
+
+impl Auditor {
+    /// Loads and attaches the programs (as root). Must run while the process is still
+    /// single-threaded if a fork follows; it starts no thread.
+    pub fn load() -> Result<Auditor, AuditError> {
+        Ok(Auditor {
+            programs: bpf::Programs::load()?,
+            watched: None,
+        })
+    }
+
+    pub fn load_time(&self) -> Duration {
+        self.programs.load_time
+    }
+
+    /// Programs attached globally (tracepoints).
+    pub fn attached(&self) -> usize {
+        self.programs.attached
+    }
+
+    /// Records everything the processes of cgroup `cgroup_dir` do from now on. Returns the
+    /// cgroup id.
+    pub fn watch(&mut self, cgroup_dir: &Path) -> Result<u64, AuditError> {
+        let id = self.programs.watch(cgroup_dir)?;
+        let name = cgroup_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.watched = Some((id, name));
+        Ok(id)
+    }
+
+    /// Starts the reader thread: every event becomes a record in `collector`. Call once the
+    /// sandbox runs (the ring buffer is mapped here, after the sandbox's pid 1 was cloned).
+    pub fn start(
+        self,
+        view: SandboxView,
+        collector: Arc<Collector>,
+    ) -> Result<Running, AuditError> {
+        let handle = self.programs.events()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let decode_errors = Arc::new(AtomicU64::new(0));
+        let mut classifier = Classifier::new(view);
+        let clock = WallClock::now();
+        let sink = collector.clone();
+        let errors = decode_errors.clone();
+        let mut builder = libbpf_rs::RingBufferBuilder::new();
+        builder
+            .add(&handle, move |data: &[u8]| {
+                match RawEvent::decode(data) {
+                    Ok(ev) => {
+                        let cwd = relative(&ev).then(|| proc_cwd(ev.pid)).flatten();
+                        let time = record::rfc3339_ms(clock.wall_ms(ev.ts_ns));
+                        if let Some(rec) = classifier.classify(&ev, time, cwd.as_deref()) {
+                            sink.push(rec);
+                        }
+                    }
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                0
+            })
+            .map_err(|e| AuditError::Reader(e.to_string()))?;
+        let ring = builder
+            .build()
+            .map_err(|e| AuditError::Reader(e.to_string()))?;
+        let thread_stop = stop.clone();
+        let thread_collector = collector.clone();
+        let thread = std::thread::Builder::new()
+            .name("warden-audit".into())
+            .spawn(move || {
+                // The handle's descriptor stays open as long as the ring buffer reads it.
+                let _handle = handle;
+                while !thread_stop.load(Ordering::Acquire) {
+                    let _ = ring.poll(POLL);
+                    thread_collector.flush();
+                }
+                let _ = ring.consume();
+                thread_collector.flush();
+            })
+            .map_err(|e| AuditError::Reader(e.to_string()))?;
+        Ok(Running {
+            auditor: self,
+            stop,
+            thread: Some(thread),
+            decode_errors,
+        })
+    }
+}
+
+fn relative(ev: &RawEvent) -> bool {
+    ev.kind == record::EV_FILE && !ev.path.is_empty() && ev.path.first() != Some(&b'/')
+}
+
+/// The working directory of `pid` (for relative paths), if it is still alive.
+fn proc_cwd(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
+/// Converts the programs' `bpf_ktime_get_boot_ns` to wall-clock time.
+#[derive(Clone, Copy)]
+struct WallClock {
+    /// CLOCK_REALTIME − CLOCK_BOOTTIME, in nanoseconds.
+    offset_ns: i128,
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+impl WallClock {
+    fn now() -> WallClock {
+        WallClock {
+            offset_ns: clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_BOOTTIME),
+        }
+    }
+
+    fn wall_ms(&self, boot_ns: u64) -> u64 {
+        u64::try_from((i128::from(boot_ns) + self.offset_ns) / 1_000_000).unwrap_or(0)
+    }
+}
+
+/// The reader of a running audit.
+pub struct Running {
+    auditor: Auditor,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    decode_errors: Arc<AtomicU64>,
+}
+
+/// What the end of a run reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// Events lost because the ring buffer was full.
+    pub ring_full: u64,
+    /// Syscalls not observed because the per-thread map was full.
+    pub pending_full: u64,
+    /// Events warden could not decode.
+    pub undecodable: u64,
+}
+
+impl Losses {
+    pub fn total(&self) -> u64 {
+        self.ring_full + self.pending_full + self.undecodable
+    }
+}
+
+impl Running {
+    /// Drains what is left, stops the reader, unwatches the cgroup and reports losses.
+    pub fn finish(mut self) -> Losses {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let [ring_full, pending_full] = self.auditor.programs.drops().unwrap_or_default();
+        if let Some((id, _)) = self.auditor.watched.take() {
+            self.auditor.programs.unwatch(id);
+        }
+        Losses {
+            ring_full,
+            pending_full,
+            undecodable: self.decode_errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Where records go: coalesced per batch, appended to the violations file as JSON lines, and
+/// kept (coalesced over the run) for the stderr annotation.
+pub struct Collector {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    file: Option<(PathBuf, std::fs::File)>,
+    batch: Vec<ViolationRecord>,
+    /// Violations over the whole run, by coalescing key, in first-seen order.
+    kept: Vec<ViolationRecord>,
+    kept_index: HashMap<String, usize>,
+    more: u64,
+    written: u64,
+    write_error: Option<String>,
+}
+
+impl Collector {
+    /// A collector appending to `file` (created if missing) when given.
+    pub fn new(file: Option<&Path>) -> Result<Arc<Collector>, AuditError> {
+        let file = match file {
+            Some(p) => Some((
+                p.to_path_buf(),
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|source| AuditError::File {
+                        path: p.to_path_buf(),
+                        source,
+                    })?,
+            )),
+            None => None,
+        };
+        Ok(Arc::new(Collector {
+            inner: Mutex::new(Inner {
+                file,
+                ..Inner::default()
+            }),
+        }))
+    }
+
+    pub fn push(&self, rec: ViolationRecord) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.batch.push(rec);
+        }
+    }
+
+    /// Coalesces the batch (identical records become one with a count) and writes it.
+    pub fn flush(&self) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if inner.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut inner.batch);
+        let coalesced = coalesce(batch);
+        let mut text = String::new();
+        for rec in &coalesced {
+            if let Ok(line) = serde_json::to_string(rec) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        let mut error = None;
+        if let Some((path, f)) = &mut inner.file {
+            if let Err(e) = f.write_all(text.as_bytes()) {
+                error = Some(format!("{}: {e}", path.display()));
+            }
+        }
+        if error.is_some() && inner.write_error.is_none() {
+            inner.write_error = error;
+        }
+        inner.written += coalesced.len() as u64;
+        for rec in coalesced.into_iter().filter(|r| r.violation) {
+            let key = rec.coalesce_key();
+            match inner.kept_index.get(&key).copied() {
+                Some(i) => {
+                    if let Some(k) = inner.kept.get_mut(i) {
+                        k.count += rec.count;
+                    }
+                }
+                None if inner.kept.len() < ANNOTATE_MAX => {
+                    let i = inner.kept.len();
+                    inner.kept_index.insert(key, i);
+                    inner.kept.push(rec);
+                }
+                None => inner.more += rec.count,
+            }
+        }
+    }
+
+    /// The violations seen so far (coalesced), and how many more were not kept.
+    pub fn violations(&self) -> (Vec<ViolationRecord>, u64) {
+        self.flush();
+        match self.inner.lock() {
+            Ok(inner) => (inner.kept.clone(), inner.more),
+            Err(_) => (Vec::new(), 0),
+        }
+    }
+
+    pub fn write_error(&self) -> Option<String> {
+        self.inner.lock().ok().and_then(|i| i.write_error.clone())
+    }
+}
+
+/// Identical records (everything but time and count) become the first of them with the sum
+/// of their counts, in first-seen order.
+pub fn coalesce(batch: Vec<ViolationRecord>) -> Vec<ViolationRecord> {
+    let mut out: Vec<ViolationRecord> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for rec in batch {
+        let key = rec.coalesce_key();
+        match index.get(&key).and_then(|&i| out.get_mut(i)) {
+            Some(first) => first.count += rec.count,
+            None => {
+                index.insert(key, out.len());
+                out.push(rec);
+            }
+        }
+    }
+    out
+}
+
+/// The `<sandbox_violations>` block for stderr: one line per distinct violation; empty when
+/// there were none and nothing was lost.
+pub fn annotation(violations: &[ViolationRecord], more: u64, losses: &Losses) -> String {
+    if violations.is_empty() && more == 0 && losses.total() == 0 {
+        return String::new();
+    }
+    let mut s = String::from("<sandbox_violations>\n");
+    for v in violations {
+        s.push_str(&v.summary_line());
+        s.push('\n');
+    }
+    if more > 0 {
+        s.push_str(&format!("... and {more} more\n"));
+    }
+    if losses.total() > 0 {
+        s.push_str(&format!("warning: {}\n", losses_text(losses)));
+    }
+    s.push_str("</sandbox_violations>\n");
+    s
+}
+
+fn losses_text(l: &Losses) -> String {
+    format!(
+        "{} audit events lost (ring buffer full: {}, per-thread map full: {}, undecodable: {})",
+        l.total(),
+        l.ring_full,
+        l.pending_full,
+        l.undecodable
+    )
+}
+
+/// Proxy decisions into the same records (kind network, layer proxy).
+pub struct ProxySink {
+    pub sandbox: String,
+    pub collector: Arc<Collector>,
+}
+
+impl EventSink for ProxySink {
+    fn record(&self, event: NetEvent) {
+        self.collector
+            .push(record::from_net_event(&self.sandbox, &event));
+        self.collector.flush();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session of one `warden run`.
+
+/// What the layer inference needs to know about a sandbox, from its plan.
+pub fn view_of_plan(plan: &crate::linux::plan::Plan) -> SandboxView {
+    use crate::linux::plan::MountOp;
+    let mut view = SandboxView::default();
+    for m in &plan.mounts {
+        match m {
+            MountOp::Writable { path } => view.writable.push(path.clone()),
+            MountOp::WritableAt { dst, .. } => view.writable.push(dst.clone()),
+            MountOp::ReadOnly { path } => view.protected.push(path.clone()),
+            MountOp::MaskDir { path } | MountOp::MaskFile { path } => {
+                view.masked.push(path.clone())
+            }
+            _ => {}
+        }
+    }
+    view
+}
+
+/// The request of `warden run`, or `None` when it asks for nothing (no sink, auditing neither
+/// enabled nor required): then no session is opened and nothing is loaded.
+///
+/// `warden.audit.enabled` defaults to whether a sink is requested (`--violations`,
+/// `--annotate-stderr`, `warden.audit.violationsFile`); `warden.audit.required: true` implies
+/// it, so a lower layer's `enabled: false` cannot switch off a managed requirement.
+pub fn request(
+    policy: &crate::policy::merge::Policy,
+    violations: Option<PathBuf>,
+    annotate: bool,
+) -> Option<AuditRequest> {
+    let e = &policy.effective;
+    let file = violations.or_else(|| e.str("warden.audit.violationsFile").map(PathBuf::from));
+    let required = e.bool("warden.audit.required").unwrap_or(false);
+    let sinks = file.is_some() || annotate;
+    let enabled = required || e.bool("warden.audit.enabled").unwrap_or(sinks);
+    (enabled || sinks).then_some(AuditRequest {
+        enabled,
+        required,
+        file,
+        annotate,
+    })
+}
+
+/// What `warden run` asks for.
+#[derive(Clone, Debug, Default)]
+pub struct AuditRequest {
+    /// Load the eBPF programs (`warden.audit.enabled`, default: when a sink is requested).
+    pub enabled: bool,
+    /// Refuse to run without them (`warden.audit.required`).
+    pub required: bool,
+    /// `--violations FILE` or `warden.audit.violationsFile`.
+    pub file: Option<PathBuf>,
+    /// `--annotate-stderr`.
+    pub annotate: bool,
+}
+
+enum Stage {
+    Loaded(Box<Auditor>),
+    Running(Box<Running>),
+    None,
+}
+
+struct Session {
+    request: AuditRequest,
+    collector: Arc<Collector>,
+    stage: Stage,
+    sandbox: String,
+    cgroup_id: Option<u64>,
+}
+
+static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+
+/// Opens the run's audit session: opens the violations file and, when enabled, loads the
+/// programs. An error means the run must not start (the file cannot be opened, or auditing
+/// is required and unavailable); when auditing is merely enabled, a failure is one warning.
+pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
+    let collector = Collector::new(request.file.as_deref())?;
+    let stage = if request.enabled {
+        match Auditor::load() {
+            Ok(a) => Stage::Loaded(Box::new(a)),
+            Err(e) if request.required => return Err(AuditError::Required(Box::new(e))),
+            Err(e) => {
+                eprintln!(
+                    "warden: warning: running without kernel audit records \
+                     (warden.audit.required is false): {e}"
+                );
+                Stage::None
+            }
+        }
+    } else {
+        Stage::None
+    };
+    if let Ok(mut s) = SESSION.lock() {
+        *s = Some(Session {
+            request,
+            collector,
+            stage,
+            sandbox: format!("warden-{}", std::process::id()),
+            cgroup_id: None,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a session is open (sinks requested or auditing enabled).
+pub fn active() -> bool {
+    SESSION.lock().is_ok_and(|s| s.is_some())
+}
+
+/// Watches the sandbox's cgroup. Errors only when auditing is required.
+pub fn watch(cgroup_dir: &Path) -> Result<(), AuditError> {
+    let Ok(mut guard) = SESSION.lock() else {
+        return Ok(());
+    };
+    let Some(s) = guard.as_mut() else {
+        return Ok(());
+    };
+    if let Some(name) = cgroup_dir.file_name() {
+        s.sandbox = name.to_string_lossy().into_owned();
+    }
+    let Stage::Loaded(auditor) = &mut s.stage else {
+        return Ok(());
+    };
+    match auditor.watch(cgroup_dir) {
+        Ok(id) => {
+            s.cgroup_id = Some(id);
+            Ok(())
+        }
+        Err(e) if s.request.required => Err(AuditError::Required(Box::new(e))),
+        Err(e) => {
+            eprintln!("warden: warning: running without kernel audit records: {e}");
+            s.stage = Stage::None;
+            Ok(())
+        }
+    }
+}
+
+/// The session failed to watch a cgroup because there is none (failIfUnavailable false).
+pub fn no_cgroup() -> Result<(), AuditError> {
+    let Ok(mut guard) = SESSION.lock() else {
+        return Ok(());
+    };
+    let Some(s) = guard.as_mut() else {
+        return Ok(());
+    };
+    if matches!(s.stage, Stage::Loaded(_)) {
+        let e = AuditError::Cgroup {
+            path: PathBuf::from("(none)"),
+            reason: "the sandbox runs without a cgroup, which auditing is scoped to".into(),
+        };
+        if s.request.required {
+            return Err(AuditError::Required(Box::new(e)));
+        }
+        eprintln!("warden: warning: running without kernel audit records: {e}");
+        s.stage = Stage::None;
+    }
+    Ok(())
+}
+
+/// Starts reading once the sandbox runs. `view` describes its mounts for layer inference.
+pub fn start_reader(view: SandboxView) {
+    let Ok(mut guard) = SESSION.lock() else {
+        return;
+    };
+    let Some(s) = guard.as_mut() else {
+        return;
+    };
+    if s.cgroup_id.is_none() {
+        return;
+    }
+    if let Stage::Loaded(auditor) = std::mem::replace(&mut s.stage, Stage::None) {
+        let view = SandboxView {
+            sandbox: s.sandbox.clone(),
+            ..view
+        };
+        match auditor.start(view, s.collector.clone()) {
+            Ok(r) => s.stage = Stage::Running(Box::new(r)),
+            Err(e) => eprintln!("warden: warning: kernel audit records stopped: {e}"),
+        }
+    }
+}
+
+/// The sink the proxy hands its events to, when a session is open.
+pub fn proxy_sink() -> Option<Arc<dyn EventSink>> {
+    let guard = SESSION.lock().ok()?;
+    let s = guard.as_ref()?;
+    Some(Arc::new(ProxySink {
+        sandbox: s.sandbox.clone(),
+        collector: s.collector.clone(),
+    }))
+}
+
+/// Ends the session after the command ended: drains the ring buffer, writes what is left,
+/// reports losses and, with `--annotate-stderr`, prints the `<sandbox_violations>` block.
+pub fn finish() {
+    let session = SESSION.lock().ok().and_then(|mut s| s.take());
+    let Some(s) = session else {
+        return;
+    };
+    let losses = match s.stage {
+        Stage::Running(r) => r.finish(),
+        _ => Losses::default(),
+    };
+    s.collector.flush();
+    if losses.total() > 0 {
+        eprintln!("warden: warning: {}", losses_text(&losses));
+    }
+    if let Some(e) = s.collector.write_error() {
+        eprintln!("warden: warning: writing violation records to {e}");
+    }
+    if s.request.annotate {
+        let (violations, more) = s.collector.violations();
+        eprint!("{}", annotation(&violations, more, &losses));
+    }
+}
+
+#[cfg(test)]
+#[path = "record_tests.rs"]
+mod record_tests;
+
+#[cfg(test)]
+#[path = "mod_tests.rs"]
+mod mod_tests;

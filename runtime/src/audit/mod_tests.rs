@@ -1,0 +1,190 @@
+//! The collector (coalescing, the JSON-lines file, the annotation) and, as root, the real
+//! programs: load, watch a cgroup, see a violation inside it and nothing from outside.
+
+use super::record::{Errno, Kind, Layer, SandboxView, ViolationRecord};
+use super::*;
+
+fn rec(target: &str, violation: bool) -> ViolationRecord {
+    ViolationRecord {
+        time: "T".into(),
+        sandbox: "warden-1".into(),
+        source: "ebpf",
+        cgroup_id: Some(1),
+        pid: Some(2),
+        ppid: Some(1),
+        comm: Some("cat".into()),
+        exe: None,
+        kind: Kind::FileRead,
+        violation,
+        operation: "open".into(),
+        target: target.into(),
+        detail: None,
+        errno: Some(Errno::new(13)),
+        layer: Some(Layer::Dac),
+        reason: None,
+        count: 1,
+    }
+}
+
+#[test]
+fn identical_records_coalesce_with_a_count_in_first_seen_order() {
+    let out = coalesce(vec![rec("/a", true), rec("/b", true), rec("/a", true)]);
+    assert_eq!(out.len(), 2);
+    assert_eq!((out[0].target.as_str(), out[0].count), ("/a", 2));
+    assert_eq!((out[1].target.as_str(), out[1].count), ("/b", 1));
+    // A different errno is a different record.
+    let mut other = rec("/a", true);
+    other.errno = Some(Errno::new(30));
+    assert_eq!(coalesce(vec![rec("/a", true), other]).len(), 2);
+}
+
+#[test]
+fn the_collector_appends_json_lines_and_keeps_violations_for_the_annotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.jsonl");
+    std::fs::write(&path, "{\"earlier\":true}\n").unwrap();
+    let c = Collector::new(Some(&path)).unwrap();
+    c.push(rec("/a", true));
+    c.push(rec("/a", true));
+    c.push(rec("/exec", false));
+    c.flush();
+    c.push(rec("/a", true));
+    c.flush();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[0]["earlier"], true);
+    assert_eq!(
+        (lines[1]["target"].as_str(), lines[1]["count"].as_u64()),
+        (Some("/a"), Some(2))
+    );
+    assert_eq!(lines[2]["violation"], false);
+    let (kept, more) = c.violations();
+    assert_eq!(more, 0);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].count, 3);
+    let block = annotation(&kept, more, &Losses::default());
+    assert!(block.starts_with("<sandbox_violations>\n"), "{block}");
+    assert!(
+        block.contains("file-read open /a (EACCES) [dac] by cat ×3"),
+        "{block}"
+    );
+    assert!(block.ends_with("</sandbox_violations>\n"), "{block}");
+}
+
+#[test]
+fn the_annotation_is_empty_without_violations_and_reports_losses() {
+    assert_eq!(annotation(&[], 0, &Losses::default()), "");
+    let lost = Losses {
+        ring_full: 3,
+        pending_full: 0,
+        undecodable: 1,
+    };
+    let block = annotation(&[], 0, &lost);
+    assert!(block.contains("4 audit events lost"), "{block}");
+}
+
+#[test]
+fn an_unwritable_violations_file_is_an_error() {
+    let err = Collector::new(Some(Path::new("/nonexistent/dir/v.jsonl")))
+        .err()
+        .expect("fails");
+    assert!(
+        err.to_string().contains("/nonexistent/dir/v.jsonl"),
+        "{err}"
+    );
+}
+
+// ---- the real programs (root; CI=true turns a missing prerequisite into a failure) ----------
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| v == "true")
+}
+
+/// Loads the programs, or skips (outside CI) when this machine cannot.
+fn auditor_or_skip(test: &str) -> Option<Auditor> {
+    let why = if !nix::unistd::geteuid().is_root() {
+        "not running as root".to_string()
+    } else {
+        match Auditor::load() {
+            Ok(a) => return Some(a),
+            Err(e) => format!("loading the programs failed: {e}"),
+        }
+    };
+    assert!(
+        !in_ci(),
+        "{test}: CI=true but auditing cannot run here: {why}"
+    );
+    eprintln!("\n*** SKIPPED {test}: {why} ***\n");
+    None
+}
+
+#[test]
+fn the_programs_record_a_watched_cgroup_and_nothing_outside() {
+    let Some(mut auditor) =
+        auditor_or_skip("the_programs_record_a_watched_cgroup_and_nothing_outside")
+    else {
+        return;
+    };
+    eprintln!(
+        "audit programs: {} tracepoints attached in {:?}",
+        auditor.attached(),
+        auditor.load_time()
+    );
+    let cg =
+        match crate::linux::cgroup::Cgroup::create(&format!("audit-test-{}", std::process::id())) {
+            Ok(cg) => cg,
+            Err(e) => {
+                assert!(!in_ci(), "CI=true but no cgroup v2 leaf: {e}");
+                eprintln!("skipped: no cgroup v2 leaf: {e}");
+                return;
+            }
+        };
+    let id = auditor.watch(cg.path()).unwrap();
+    assert_eq!(id, cg.id());
+    let collector = Collector::new(None).unwrap();
+    let running = auditor
+        .start(SandboxView::default(), collector.clone())
+        .unwrap();
+    // Inside: a shell placed in the cgroup, then as nobody failing to create a file in /etc
+    // (EACCES). Outside: the same failure.
+    let target = format!("/etc/warden-audit-test-{}", std::process::id());
+    let fail = format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c ': > {target}' 2>/dev/null"
+    );
+    let procs = cg.path().join("cgroup.procs");
+    let script = format!("echo $$ > {}; {fail}; exit 0", procs.display());
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{fail}; exit 0"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::thread::sleep(Duration::from_millis(200));
+    let losses = running.finish();
+    assert_eq!(losses, Losses::default());
+    let (records, _) = collector.violations();
+    let inside: Vec<_> = records.iter().filter(|r| r.target == target).collect();
+    assert_eq!(inside.len(), 1, "{records:#?}");
+    assert_eq!(inside[0].kind, Kind::FileWrite);
+    assert_eq!(
+        inside[0].count, 1,
+        "the outside attempt was counted: {records:#?}"
+    );
+    assert_eq!(inside[0].errno, Some(Errno::new(13)));
+    assert_eq!(inside[0].cgroup_id, Some(id));
+    assert!(
+        records.iter().all(|r| r.cgroup_id == Some(id)),
+        "a record from outside the cgroup: {records:#?}"
+    );
+    let _ = cg.remove();
+}

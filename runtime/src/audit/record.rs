@@ -1,0 +1,773 @@
+//! Violation records: the ring buffer's raw events decoded ([`RawEvent::decode`]), turned into
+//! [`ViolationRecord`]s ([`Classifier::classify`]) with the kind, the operation, the errno and
+//! the layer that refused, and proxy [`NetEvent`]s turned into the same records
+//! ([`from_net_event`]). Pure code: every rule here is unit-tested (`record_tests.rs`).
+
+use crate::net::event::{NetEvent, Stage};
+use crate::policy::decision::Decision;
+use serde::Serialize;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+
+/// `EVENT_VERSION` and the layout of `struct event` in `ebpf/warden.bpf.h`.
+pub const EVENT_VERSION: u32 = 1;
+pub const PATH_LEN: usize = 512;
+pub const COMM_LEN: usize = 16;
+pub const EVENT_SIZE: usize = 88 + 2 * PATH_LEN;
+
+const OFF_TS: usize = 0;
+const OFF_CGROUP: usize = 8;
+const OFF_PID: usize = 16;
+const OFF_TID: usize = 20;
+const OFF_PPID: usize = 24;
+const OFF_UID: usize = 28;
+const OFF_KIND: usize = 32;
+const OFF_OP: usize = 34;
+const OFF_RET: usize = 36;
+const OFF_FLAGS: usize = 40;
+const OFF_FAMILY: usize = 48;
+const OFF_PORT: usize = 50;
+const OFF_VERSION: usize = 52;
+const OFF_ADDR: usize = 56;
+const OFF_COMM: usize = 72;
+const OFF_PATH: usize = 88;
+const OFF_PATH2: usize = 88 + PATH_LEN;
+
+/// `EV_*` of warden.bpf.h.
+pub const EV_FILE: u16 = 1;
+pub const EV_EXEC: u16 = 2;
+pub const EV_CONNECT: u16 = 3;
+pub const EV_UNIX: u16 = 4;
+pub const EV_SYSCALL: u16 = 5;
+
+/// `FL_*` of warden.bpf.h.
+pub const FL_MASKED: u64 = 1 << 32;
+pub const FL_RELATIVE: u64 = 1 << 33;
+pub const FL_PATH_LATE: u64 = 1 << 34;
+pub const FL_TRUNCATED: u64 = 1 << 35;
+
+pub const AF_UNIX: u16 = 1;
+pub const AF_INET: u16 = 2;
+pub const AF_INET6: u16 = 10;
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("event of {0} bytes, expected {EVENT_SIZE}")]
+    Size(usize),
+    #[error("event version {0}, expected {EVENT_VERSION} (warden and its eBPF object disagree)")]
+    Version(u32),
+}
+
+/// One event as the eBPF programs wrote it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawEvent {
+    pub ts_ns: u64,
+    pub cgroup_id: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub ppid: u32,
+    pub uid: u32,
+    pub kind: u16,
+    pub op: u16,
+    pub ret: i32,
+    pub flags: u64,
+    pub family: u16,
+    pub port: u16,
+    pub addr: [u8; 16],
+    pub comm: String,
+    /// Raw bytes up to the first NUL (unix socket paths keep their leading NUL: see
+    /// [`RawEvent::unix_path`]).
+    pub path: Vec<u8>,
+    pub path2: Vec<u8>,
+}
+
+fn field<const N: usize>(data: &[u8], off: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Some(src) = data.get(off..off + N) {
+        out.copy_from_slice(src);
+    }
+    out
+}
+
+fn cstr(data: &[u8]) -> Vec<u8> {
+    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    data[..end].to_vec()
+}
+
+impl RawEvent {
+    /// Decodes one ring-buffer record (native byte order: the kernel is the same machine).
+    pub fn decode(data: &[u8]) -> Result<RawEvent, DecodeError> {
+        if data.len() != EVENT_SIZE {
+            return Err(DecodeError::Size(data.len()));
+        }
+        let version = u32::from_ne_bytes(field(data, OFF_VERSION));
+        if version != EVENT_VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let kind = u16::from_ne_bytes(field(data, OFF_KIND));
+        let flags = u64::from_ne_bytes(field(data, OFF_FLAGS));
+        let path_bytes = &data[OFF_PATH..OFF_PATH + PATH_LEN];
+        // A unix socket address is raw bytes with its length in `flags` (abstract names
+        // start with NUL); everything else is a C string.
+        let path = if kind == EV_UNIX {
+            let len = usize::try_from(flags & 0xffff).unwrap_or(0).min(PATH_LEN);
+            let raw = &path_bytes[..len];
+            match raw.first() {
+                Some(0) => raw.to_vec(),
+                _ => cstr(raw),
+            }
+        } else {
+            cstr(path_bytes)
+        };
+        let path2_bytes = &data[OFF_PATH2..OFF_PATH2 + PATH_LEN];
+        let port = u16::from_ne_bytes(field(data, OFF_PORT));
+        // exec: argv is NUL-separated with its byte length in `port`.
+        let path2 = if kind == EV_EXEC {
+            let len = usize::from(port).min(PATH_LEN);
+            let mut argv = path2_bytes[..len].to_vec();
+            while argv.last() == Some(&0) {
+                argv.pop();
+            }
+            argv
+        } else {
+            cstr(path2_bytes)
+        };
+        Ok(RawEvent {
+            ts_ns: u64::from_ne_bytes(field(data, OFF_TS)),
+            cgroup_id: u64::from_ne_bytes(field(data, OFF_CGROUP)),
+            pid: u32::from_ne_bytes(field(data, OFF_PID)),
+            tid: u32::from_ne_bytes(field(data, OFF_TID)),
+            ppid: u32::from_ne_bytes(field(data, OFF_PPID)),
+            uid: u32::from_ne_bytes(field(data, OFF_UID)),
+            kind,
+            op: u16::from_ne_bytes(field(data, OFF_OP)),
+            ret: i32::from_ne_bytes(field(data, OFF_RET)),
+            flags,
+            family: u16::from_ne_bytes(field(data, OFF_FAMILY)),
+            port,
+            addr: field(data, OFF_ADDR),
+            comm: String::from_utf8_lossy(&cstr(&data[OFF_COMM..OFF_COMM + COMM_LEN])).into_owned(),
+            path,
+            path2,
+        })
+    }
+
+    /// The connect address (EV_CONNECT).
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self.family {
+            AF_INET => Some(IpAddr::V4(Ipv4Addr::new(
+                self.addr[0],
+                self.addr[1],
+                self.addr[2],
+                self.addr[3],
+            ))),
+            AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(self.addr))),
+            _ => None,
+        }
+    }
+
+    /// A unix socket address as people write it: a path, or `@name` for an abstract one.
+    pub fn unix_path(&self) -> String {
+        match self.path.split_first() {
+            Some((0, name)) => format!("@{}", String::from_utf8_lossy(&cstr_abstract(name))),
+            Some(_) => String::from_utf8_lossy(&self.path).into_owned(),
+            None => "(unnamed)".to_string(),
+        }
+    }
+}
+
+/// An abstract name may hold NULs; trailing ones are padding.
+fn cstr_abstract(name: &[u8]) -> Vec<u8> {
+    let mut v = name.to_vec();
+    while v.last() == Some(&0) {
+        v.pop();
+    }
+    v
+}
+
+/// What kind of thing was attempted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    FileRead,
+    FileWrite,
+    Exec,
+    Network,
+    UnixSocket,
+    Process,
+    Mount,
+    Syscall,
+}
+
+/// The layer that refused (inferred for file errors: see [`Classifier`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layer {
+    /// The mount view: read-only binds (EROFS) and denyRead masks.
+    Mount,
+    /// Landlock's write rules.
+    Landlock,
+    /// The seccomp filter (its denials fail with EPERM).
+    Seccomp,
+    /// warden's network proxy.
+    Proxy,
+    /// BPF LSM programs (not on this path yet).
+    Lsm,
+    /// The sandbox's empty network namespace: a direct connection that bypassed the proxy.
+    Netns,
+    /// Unix permissions and capabilities (the sandbox drops every capability, so root's
+    /// overrides do not apply inside).
+    Dac,
+}
+
+/// An errno with its name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Errno {
+    pub name: String,
+    pub number: i32,
+}
+
+impl Errno {
+    pub fn new(number: i32) -> Errno {
+        Errno {
+            name: errno_name(number).to_string(),
+            number,
+        }
+    }
+}
+
+/// One line of the violations file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ViolationRecord {
+    /// RFC 3339, UTC, milliseconds.
+    pub time: String,
+    /// `warden-<pid>`: the sandbox's cgroup leaf name.
+    pub sandbox: String,
+    /// Where the record came from: `ebpf` (the kernel) or `proxy`.
+    pub source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup_id: Option<u64>,
+    /// Process ids as the host sees them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ppid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// The binary the process last executed (from the exec records), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    pub kind: Kind,
+    /// Whether the sandbox refused something (exec records and allowed requests are not).
+    pub violation: bool,
+    /// The system call or request: `open`, `unlink`, `rename`, `connect`, `socket`, `exec`, …
+    pub operation: String,
+    /// A path, `host:port`, an address or a socket family.
+    pub target: String,
+    /// The second path of rename/link (destination), symlink (its content), or exec's argv.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<Errno>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<Layer>,
+    /// One sentence: why the layer refused, or what happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Identical records coalesced into this one.
+    pub count: u64,
+}
+
+impl ViolationRecord {
+    /// What makes two records "identical" for coalescing: everything but time and count.
+    pub fn coalesce_key(&self) -> String {
+        format!(
+            "{:?}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}",
+            self.kind,
+            self.operation,
+            self.target,
+            self.detail.as_deref().unwrap_or(""),
+            self.errno.as_ref().map(|e| e.number),
+            self.layer,
+            self.comm,
+            self.pid,
+            self.violation
+        )
+    }
+
+    /// One line for the `<sandbox_violations>` block.
+    pub fn summary_line(&self) -> String {
+        let mut s = format!(
+            "{} {} {}",
+            kind_name(self.kind),
+            self.operation,
+            self.target
+        );
+        if let Some(e) = &self.errno {
+            s.push_str(&format!(" ({})", e.name));
+        }
+        if let Some(l) = self.layer {
+            s.push_str(&format!(" [{}]", layer_name(l)));
+        }
+        if let Some(c) = &self.comm {
+            s.push_str(&format!(" by {c}"));
+        }
+        if self.count > 1 {
+            s.push_str(&format!(" ×{}", self.count));
+        }
+        s
+    }
+}
+
+pub fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::FileRead => "file-read",
+        Kind::FileWrite => "file-write",
+        Kind::Exec => "exec",
+        Kind::Network => "network",
+        Kind::UnixSocket => "unix-socket",
+        Kind::Process => "process",
+        Kind::Mount => "mount",
+        Kind::Syscall => "syscall",
+    }
+}
+
+pub fn layer_name(l: Layer) -> &'static str {
+    match l {
+        Layer::Mount => "mount",
+        Layer::Landlock => "landlock",
+        Layer::Seccomp => "seccomp",
+        Layer::Proxy => "proxy",
+        Layer::Lsm => "lsm",
+        Layer::Netns => "netns",
+        Layer::Dac => "dac",
+    }
+}
+
+/// The errno names warden's records use (the rest print as `E<number>`).
+pub fn errno_name(n: i32) -> String {
+    let name = match n {
+        1 => "EPERM",
+        2 => "ENOENT",
+        4 => "EINTR",
+        9 => "EBADF",
+        11 => "EAGAIN",
+        13 => "EACCES",
+        16 => "EBUSY",
+        17 => "EEXIST",
+        18 => "EXDEV",
+        20 => "ENOTDIR",
+        21 => "EISDIR",
+        22 => "EINVAL",
+        30 => "EROFS",
+        38 => "ENOSYS",
+        97 => "EAFNOSUPPORT",
+        98 => "EADDRINUSE",
+        99 => "EADDRNOTAVAIL",
+        101 => "ENETUNREACH",
+        110 => "ETIMEDOUT",
+        111 => "ECONNREFUSED",
+        113 => "EHOSTUNREACH",
+        114 => "EALREADY",
+        115 => "EINPROGRESS",
+        _ => return format!("E{n}"),
+    };
+    name.to_string()
+}
+
+/// The syscall name of `OP_*`.
+pub fn op_name(op: u16) -> &'static str {
+    match op {
+        1 | 2 | 4 => "open",
+        3 => "creat",
+        5 | 6 => "unlink",
+        7..=9 => "rename",
+        10 | 11 => "link",
+        12 | 13 => "symlink",
+        14 | 15 => "mkdir",
+        16 => "rmdir",
+        17..=19 => "chmod",
+        20..=22 => "chown",
+        23 => "truncate",
+        24 => "utimes",
+        25 | 26 => "setxattr",
+        27 | 28 => "mknod",
+        40 => "connect",
+        41 => "socket",
+        _ => "unknown",
+    }
+}
+
+const O_ACCMODE: u64 = 0o3;
+const O_CREAT: u64 = 0o100;
+const O_TRUNC: u64 = 0o1000;
+
+/// Whether a file operation writes: opens by their flags, everything else but `open` writes.
+pub fn is_write(op: u16, flags: u64) -> bool {
+    match op {
+        1 | 2 | 4 => flags & O_ACCMODE != 0 || flags & (O_CREAT | O_TRUNC) != 0,
+        _ => true,
+    }
+}
+
+/// The name of a socket family.
+pub fn family_name(family: u16) -> String {
+    match family {
+        1 => "AF_UNIX".into(),
+        2 => "AF_INET".into(),
+        10 => "AF_INET6".into(),
+        16 => "AF_NETLINK".into(),
+        17 => "AF_PACKET".into(),
+        40 => "AF_VSOCK".into(),
+        n => format!("AF_{n}"),
+    }
+}
+
+/// The proxy's own listeners inside the sandbox: connecting to them is the sanctioned way out.
+pub fn is_proxy_endpoint(ip: IpAddr, port: u16) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    };
+    matches!(
+        (ip, port),
+        (IpAddr::V4(a), 3128 | 1080) if a == Ipv4Addr::LOCALHOST
+    ) || matches!((ip, port), (IpAddr::V4(a), 53) if a == Ipv4Addr::new(127, 0, 0, 53))
+}
+
+/// The calls warden's seccomp filter refuses with EPERM (linux/seccomp.rs), by number, with
+/// the kind of record an EPERM from them makes. `None`: not one of them (an EPERM from
+/// elsewhere, not reported).
+pub fn seccomp_denied(nr: i64) -> Option<(&'static str, Kind)> {
+    use Kind::{Mount, Process, Syscall};
+    let table: &[(i64, &str, Kind)] = &[
+        (libc::SYS_socket, "socket", Syscall),
+        (libc::SYS_ptrace, "ptrace", Process),
+        (libc::SYS_process_vm_readv, "process_vm_readv", Process),
+        (libc::SYS_process_vm_writev, "process_vm_writev", Process),
+        (libc::SYS_mount, "mount", Mount),
+        (libc::SYS_umount2, "umount2", Mount),
+        (libc::SYS_pivot_root, "pivot_root", Mount),
+        (libc::SYS_open_tree, "open_tree", Mount),
+        (libc::SYS_move_mount, "move_mount", Mount),
+        (libc::SYS_fsopen, "fsopen", Mount),
+        (libc::SYS_fsmount, "fsmount", Mount),
+        (libc::SYS_fspick, "fspick", Mount),
+        (libc::SYS_fsconfig, "fsconfig", Mount),
+        (libc::SYS_mount_setattr, "mount_setattr", Mount),
+        (libc::SYS_unshare, "unshare", Mount),
+        (libc::SYS_setns, "setns", Mount),
+        (libc::SYS_io_uring_setup, "io_uring_setup", Syscall),
+        (libc::SYS_bpf, "bpf", Syscall),
+        (libc::SYS_perf_event_open, "perf_event_open", Syscall),
+        (libc::SYS_userfaultfd, "userfaultfd", Syscall),
+        (libc::SYS_keyctl, "keyctl", Syscall),
+        (libc::SYS_add_key, "add_key", Syscall),
+        (libc::SYS_request_key, "request_key", Syscall),
+        (libc::SYS_kexec_load, "kexec_load", Syscall),
+        (libc::SYS_init_module, "init_module", Syscall),
+        (libc::SYS_finit_module, "finit_module", Syscall),
+        (libc::SYS_open_by_handle_at, "open_by_handle_at", Syscall),
+        (libc::SYS_personality, "personality", Syscall),
+    ];
+    table
+        .iter()
+        .find(|(n, _, _)| *n == nr)
+        .map(|&(_, name, kind)| (name, kind))
+}
+
+/// What the classifier knows about the sandbox (from its plan).
+#[derive(Clone, Debug, Default)]
+pub struct SandboxView {
+    /// `warden-<pid>`.
+    pub sandbox: String,
+    /// The working directory and `allowWrite` entries, the private TMPDIR.
+    pub writable: Vec<PathBuf>,
+    /// Paths bound read-only again inside writable roots (denyWrite, mandatory protections).
+    pub protected: Vec<PathBuf>,
+    /// denyRead directories (behind an empty tmpfs) and files (behind /dev/null).
+    pub masked: Vec<PathBuf>,
+}
+
+fn under(path: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| path.starts_with(r))
+}
+
+/// Turns raw events into records. Holds the per-sandbox facts the layer inference needs and
+/// the pid → executable table the exec records fill.
+pub struct Classifier {
+    pub view: SandboxView,
+    exes: std::collections::HashMap<u32, String>,
+}
+
+impl Classifier {
+    pub fn new(view: SandboxView) -> Classifier {
+        Classifier {
+            view,
+            exes: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The record for `ev`, or `None` for events that are not reported (connects to the
+    /// proxy's listeners). `time` is the event's wall-clock time (RFC 3339); `cwd` resolves a
+    /// relative path when the process's working directory is known.
+    pub fn classify(
+        &mut self,
+        ev: &RawEvent,
+        time: String,
+        cwd: Option<&Path>,
+    ) -> Option<ViolationRecord> {
+        let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let mut rec = ViolationRecord {
+            time,
+            sandbox: self.view.sandbox.clone(),
+            source: "ebpf",
+            cgroup_id: Some(ev.cgroup_id),
+            pid: Some(ev.pid),
+            ppid: Some(ev.ppid),
+            comm: Some(ev.comm.clone()),
+            exe: self.exes.get(&ev.pid).cloned(),
+            kind: Kind::Syscall,
+            violation: true,
+            operation: op_name(ev.op).to_string(),
+            target: String::new(),
+            detail: None,
+            errno: (ev.ret < 0).then(|| Errno::new(-ev.ret)),
+            layer: None,
+            reason: None,
+            count: 1,
+        };
+        match ev.kind {
+            EV_EXEC => {
+                let filename = lossy(&ev.path);
+                self.exes.insert(ev.pid, filename.clone());
+                rec.exe = Some(filename.clone());
+                rec.kind = Kind::Exec;
+                rec.violation = false;
+                rec.operation = "exec".into();
+                rec.target = filename;
+                let argv: Vec<String> = ev
+                    .path2
+                    .split(|&b| b == 0)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                rec.detail = (!ev.path2.is_empty()).then(|| argv.join(" "));
+                rec.errno = None;
+            }
+            EV_FILE => self.file(ev, &mut rec, cwd),
+            EV_CONNECT => {
+                let ip = ev.ip()?;
+                if is_proxy_endpoint(ip, ev.port) {
+                    return None;
+                }
+                rec.kind = Kind::Network;
+                rec.target = match ip {
+                    IpAddr::V6(v6) => format!("[{v6}]:{}", ev.port),
+                    v4 => format!("{v4}:{}", ev.port),
+                };
+                // The sandbox's own loopback (a server inside it) is no way out.
+                let loopback = ip.is_loopback()
+                    || matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some_and(|a| a.is_loopback()));
+                rec.violation = !loopback;
+                if rec.violation {
+                    rec.layer = Some(Layer::Netns);
+                    rec.reason = Some(
+                        "a direct connection, not through warden's proxy: the sandbox's network \
+                         namespace has no route out"
+                            .into(),
+                    );
+                }
+            }
+            EV_UNIX => {
+                rec.kind = Kind::UnixSocket;
+                rec.target = ev.unix_path();
+                let refused = matches!(-ev.ret, libc::EPERM | libc::EACCES);
+                rec.violation = refused;
+                if refused {
+                    rec.layer = Some(if rec.target.starts_with('@') {
+                        Layer::Landlock
+                    } else {
+                        Layer::Dac
+                    });
+                    rec.reason = Some(if rec.target.starts_with('@') {
+                        "abstract unix sockets outside the sandbox are out of Landlock's scope"
+                            .into()
+                    } else {
+                        "permission denied on the socket file".into()
+                    });
+                }
+            }
+            EV_SYSCALL => {
+                // flags: the call's number; family: its first argument.
+                let nr = i64::try_from(ev.flags).unwrap_or(-1);
+                let (name, kind) = seccomp_denied(nr)?;
+                rec.operation = name.to_string();
+                rec.kind = kind;
+                rec.target = if nr == libc::SYS_socket {
+                    rec.kind = if ev.family == AF_UNIX {
+                        Kind::UnixSocket
+                    } else {
+                        Kind::Syscall
+                    };
+                    family_name(ev.family)
+                } else {
+                    name.to_string()
+                };
+                rec.layer = Some(Layer::Seccomp);
+                rec.reason = Some(if nr == libc::SYS_socket && ev.family == AF_UNIX {
+                    "seccomp refuses AF_UNIX sockets in the sandbox (allowUnixSockets or \
+                     allowAllUnixSockets permit them)"
+                        .to_string()
+                } else {
+                    format!("seccomp refuses {name} in the sandbox")
+                });
+            }
+            _ => return None,
+        }
+        Some(rec)
+    }
+
+    fn file(&self, ev: &RawEvent, rec: &mut ViolationRecord, cwd: Option<&Path>) {
+        let raw = String::from_utf8_lossy(&ev.path).into_owned();
+        let relative_to_fd = ev.flags & FL_RELATIVE != 0;
+        let path = match cwd {
+            Some(c) if !raw.starts_with('/') && !relative_to_fd && !raw.is_empty() => c.join(&raw),
+            _ => PathBuf::from(&raw),
+        };
+        rec.target = path.display().to_string();
+        if ev.flags & FL_TRUNCATED != 0 {
+            rec.target.push('…');
+        }
+        if !ev.path2.is_empty() {
+            rec.detail = Some(String::from_utf8_lossy(&ev.path2).into_owned());
+        }
+        let write = is_write(ev.op, ev.flags & 0xffff_ffff);
+        rec.kind = if write {
+            Kind::FileWrite
+        } else {
+            Kind::FileRead
+        };
+        if ev.flags & FL_MASKED != 0 {
+            rec.errno = None;
+            rec.layer = Some(Layer::Mount);
+            rec.reason = Some(
+                "denyRead: the file is masked by /dev/null in the sandbox (reads return nothing)"
+                    .into(),
+            );
+            return;
+        }
+        let errno = -ev.ret;
+        let absolute = path.is_absolute();
+        let (layer, reason) = match errno {
+            libc::EROFS => {
+                let why = if absolute && under(&path, &self.view.protected) {
+                    "a protected path (denyWrite or a mandatory protection), bound read-only"
+                } else if absolute && under(&path, &self.view.masked) {
+                    "a denyRead mask, mounted read-only"
+                } else if absolute && !under(&path, &self.view.writable) {
+                    "outside the writable roots: the host is mounted read-only"
+                } else {
+                    "a read-only mount"
+                };
+                (Layer::Mount, why.to_string())
+            }
+            // A denyRead file is /dev/null bound from a nodev mount: opening it is EACCES.
+            libc::EACCES if absolute && under(&path, &self.view.masked) => (
+                Layer::Mount,
+                "denyRead: the path is masked in the sandbox".to_string(),
+            ),
+            libc::EACCES if write && absolute && !under(&path, &self.view.writable) => (
+                Layer::Landlock,
+                "outside Landlock's writable roots (a writable mount such as /dev/shm, but not \
+                 a place the sandbox may write)"
+                    .to_string(),
+            ),
+            libc::EACCES => (
+                Layer::Dac,
+                "file permissions (mode bits; capabilities are dropped in the sandbox)".to_string(),
+            ),
+            _ => (
+                Layer::Dac,
+                "not permitted without capabilities (the sandbox drops every capability)"
+                    .to_string(),
+            ),
+        };
+        rec.layer = Some(layer);
+        rec.reason = Some(reason);
+    }
+}
+
+/// A proxy decision as a record: denied requests are violations (layer proxy), allowed ones
+/// are recorded too, as non-violations.
+pub fn from_net_event(sandbox: &str, ev: &NetEvent) -> ViolationRecord {
+    let target = match ev.port {
+        Some(p) if ev.host.contains(':') => format!("[{}]:{p}", ev.host),
+        Some(p) => format!("{}:{p}", ev.host),
+        None => ev.host.clone(),
+    };
+    let violation = ev.decision != Decision::Allow;
+    let stage = match ev.stage {
+        Stage::Policy => "policy",
+        Stage::Guard => "guard",
+        Stage::Upstream => "upstream",
+        Stage::Request => "request",
+    };
+    ViolationRecord {
+        time: rfc3339_ms(ev.time_ms),
+        sandbox: sandbox.to_string(),
+        source: "proxy",
+        cgroup_id: None,
+        pid: None,
+        ppid: None,
+        comm: None,
+        exe: None,
+        kind: Kind::Network,
+        violation,
+        operation: match ev.protocol {
+            crate::net::event::Protocol::Http => "http",
+            crate::net::event::Protocol::Connect => "connect-tunnel",
+            crate::net::event::Protocol::Socks5 => "socks5",
+            crate::net::event::Protocol::Dns => "dns",
+        }
+        .to_string(),
+        target,
+        detail: Some(match &ev.rule {
+            Some(r) => format!(
+                "{stage}: {} entry {:?} ({})",
+                r.list, &*r.entry, &*r.provenance.source
+            ),
+            None => stage.to_string(),
+        }),
+        errno: None,
+        layer: violation.then_some(Layer::Proxy),
+        reason: Some(ev.reason.clone()),
+        count: 1,
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for milliseconds since the Unix epoch.
+pub fn rfc3339_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}

@@ -1,0 +1,450 @@
+//! The macOS backend: Seatbelt (`sandbox-exec`) from the same effective policy as Linux.
+//!
+//! - [`profile`]: `Policy` → SBPL profile text and its `-D` parameters (pure; every OS).
+//! - [`sbpl`]: the SBPL writer and the strict reader that checks each generated profile.
+//! - [`glob`]: settings globs → Seatbelt regexes, translated from globset's own regex.
+//! - [`logstream`]: Seatbelt denials from `log stream --style ndjson` → violation records.
+//! - [`env`]: the command's environment (proxy URLs carry the per-sandbox token).
+//! - [`MacosBackend`] (macOS only): the [`crate::backend::Backend`] that starts the proxy on
+//!   localhost ports, the log monitor and `sandbox-exec -p PROFILE -D … -- COMMAND`.
+//!
+//! docs/macos.md describes the profile rule by rule and what is untested without a Mac.
+
+pub mod env;
+pub mod glob;
+pub mod logstream;
+pub mod profile;
+pub mod sbpl;
+
+#[cfg(target_os = "macos")]
+pub use backend::{MacosBackend, MacosSandbox, MacosWorkspace};
+
+/// Random lowercase hex from the kernel's generator: session tags and proxy tokens.
+pub fn random_hex(bytes: usize) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(target_os = "macos")]
+mod backend {
+    use super::logstream::{self, Violation};
+    use super::profile::{self, Options, ProxyPorts};
+    use crate::backend::{Backend, BackendError, Sandbox, SandboxCommand, Workspace};
+    use crate::net::env::Endpoints;
+    use crate::policy::fsview::RealFs;
+    use crate::policy::merge::Policy;
+    use nix::sys::signal::{SigSet, Signal};
+    use nix::unistd::Pid;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+    const LOG: &str = "/usr/bin/log";
+
+    /// Signals warden passes on to the command's process group (the command runs in its own
+    /// session, without the terminal as controlling terminal, so the terminal's signals reach
+    /// warden only).
+    const FORWARDED: &[Signal] = &[
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+    ];
+
+    pub struct MacosBackend;
+
+    /// The sandbox's private TMPDIR, removed when the sandbox ends.
+    pub struct MacosWorkspace {
+        /// Removed with the workspace.
+        _dir: tempfile::TempDir,
+        tmpdir: PathBuf,
+    }
+
+    impl Workspace for MacosWorkspace {
+        fn tmpdir(&self) -> PathBuf {
+            self.tmpdir.clone()
+        }
+    }
+
+    pub struct MacosSandbox {
+        child: Child,
+        monitor: Option<LogMonitor>,
+        network: Option<NetService>,
+        violations_file: Option<PathBuf>,
+        _workspace: MacosWorkspace,
+    }
+
+    fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> BackendError {
+        move |source| BackendError::Io { what, source }
+    }
+
+    impl Backend for MacosBackend {
+        type Workspace = MacosWorkspace;
+        type Sandbox = MacosSandbox;
+
+        fn workspace(&self) -> Result<MacosWorkspace, BackendError> {
+            let dir = tempfile::Builder::new()
+                .prefix("warden-")
+                .tempdir()
+                .map_err(io("creating the sandbox's TMPDIR"))?;
+            // Seatbelt sees real paths (/var is /private/var): give the policy the real one.
+            let tmpdir =
+                std::fs::canonicalize(dir.path()).map_err(io("resolving the sandbox's TMPDIR"))?;
+            Ok(MacosWorkspace { _dir: dir, tmpdir })
+        }
+
+        fn spawn(
+            &self,
+            ws: MacosWorkspace,
+            policy: &Policy,
+            command: &SandboxCommand,
+        ) -> Result<MacosSandbox, BackendError> {
+            if !policy.sandbox_enabled() {
+                return Err(BackendError::Disabled);
+            }
+            if !command.publish.is_empty() {
+                return Err(BackendError::Io {
+                    what: "--publish (on macOS the sandbox shares the host's loopback: set \
+                           network.allowLocalBinding and use the port directly)",
+                    source: std::io::ErrorKind::Unsupported.into(),
+                });
+            }
+            if !Path::new(SANDBOX_EXEC).exists() {
+                return Err(BackendError::Io {
+                    what: "finding /usr/bin/sandbox-exec",
+                    source: std::io::ErrorKind::NotFound.into(),
+                });
+            }
+            // Blocked before any thread exists (proxy, log reader), so every thread inherits
+            // the mask and only the forwarding thread takes these signals. The command's
+            // mask is reset by std's spawn.
+            let mut signals = SigSet::empty();
+            for s in FORWARDED {
+                signals.add(*s);
+            }
+            signals
+                .thread_block()
+                .map_err(|e| io("blocking signals")(e.into()))?;
+
+            let tag = format!(
+                "warden-{}",
+                super::random_hex(8).map_err(io("reading /dev/urandom"))?
+            );
+            let (network, proxy) = if super::env::wants_network(policy) {
+                let (svc, ports, token) = start_network(policy)?;
+                (Some(svc), Some((ports, token)))
+            } else {
+                (None, None)
+            };
+            let prof = profile::generate(
+                policy,
+                &RealFs,
+                &Options {
+                    proxy: proxy.as_ref().map(|(p, _)| *p),
+                    tag: tag.clone(),
+                },
+            )?;
+            let monitor = match LogMonitor::start(&tag) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    if policy.effective.bool("warden.audit.required") == Some(true) {
+                        return Err(io("starting `log stream` (warden.audit.required)")(e));
+                    }
+                    eprintln!("warden: warning: no violation records (`log stream`: {e})");
+                    None
+                }
+            };
+            let env = super::env::command_env(
+                policy,
+                &command.env,
+                &ws.tmpdir,
+                proxy.as_ref().map(|(p, token)| {
+                    (
+                        Endpoints {
+                            http_port: p.http,
+                            socks_port: p.socks,
+                        },
+                        token.as_str(),
+                    )
+                }),
+            );
+            let mut cmd = Command::new(SANDBOX_EXEC);
+            cmd.args(prof.sandbox_exec_args())
+                .arg("--")
+                .args(&command.argv)
+                .env_clear()
+                .envs(env)
+                .current_dir(&policy.context.cwd);
+            // SAFETY: the closure runs in the child between fork and exec and calls only
+            // setsid(2), which is async-signal-safe. A new session has no controlling
+            // terminal, so the command cannot push input into the caller's terminal (TIOCSTI).
+            unsafe {
+                cmd.pre_exec(|| {
+                    nix::unistd::setsid()
+                        .map(|_| ())
+                        .map_err(std::io::Error::from)
+                });
+            }
+            let child = cmd.spawn().map_err(io("starting sandbox-exec"))?;
+            let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+            std::thread::Builder::new()
+                .name("warden-signals".into())
+                .spawn(move || {
+                    while let Ok(sig) = signals.wait() {
+                        let _ = nix::sys::signal::killpg(pgid, sig);
+                    }
+                })
+                .map_err(io("starting the signal thread"))?;
+            let violations_file = policy
+                .effective
+                .str("warden.audit.violationsFile")
+                .map(|f| policy.context.cwd.join(f));
+            Ok(MacosSandbox {
+                child,
+                monitor,
+                network,
+                violations_file,
+                _workspace: ws,
+            })
+        }
+    }
+
+    impl Sandbox for MacosSandbox {
+        fn wait(mut self) -> i32 {
+            let code = match self.child.wait() {
+                Ok(status) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    status
+                        .code()
+                        .or_else(|| status.signal().map(|s| 128 + s))
+                        .unwrap_or(125)
+                }
+                Err(e) => {
+                    eprintln!("warden: error: waiting for the command: {e}");
+                    125
+                }
+            };
+            // What the command left running in its process group ends with it.
+            let pgid = Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(i32::MAX));
+            let _ = nix::sys::signal::killpg(pgid, Signal::SIGKILL);
+            if let Some(net) = &self.network {
+                for line in crate::net::service::blocked_summary(&net.events.events()) {
+                    eprintln!("{line}");
+                }
+            }
+            if let Some(m) = self.monitor.take() {
+                let records = logstream::coalesce(m.stop());
+                for r in &records {
+                    eprintln!("warden: violation: {}", r.summary_line());
+                }
+                if let Some(path) = &self.violations_file {
+                    if let Err(e) = append_jsonl(path, &records) {
+                        eprintln!("warden: warning: writing {}: {e}", path.display());
+                    }
+                }
+            }
+            code
+        }
+    }
+
+    fn append_jsonl(path: &Path, records: &[Violation]) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        for r in records {
+            let line = serde_json::to_string(r).map_err(std::io::Error::other)?;
+            writeln!(f, "{line}")?;
+        }
+        Ok(())
+    }
+
+    /// The running proxy; it lives until the process exits.
+    struct NetService {
+        events: Arc<crate::net::event::MemorySink>,
+    }
+
+    /// The proxy on two ephemeral localhost ports, requiring a fresh token (any local process
+    /// can reach these ports; on Linux the listeners live inside the sandbox instead, which is
+    /// why `net::service::start` has no token). Built here from the proxy's parts so the
+    /// Linux service is untouched.
+    fn start_network(policy: &Policy) -> Result<(NetService, ProxyPorts, String), BackendError> {
+        use crate::net::event::{EventSink, MemorySink};
+        use crate::net::proxy::{Proxy, ProxyConfig};
+        let bind = || -> Result<std::net::TcpListener, BackendError> {
+            let l = std::net::TcpListener::bind(("127.0.0.1", 0))
+                .map_err(io("binding the proxy on localhost"))?;
+            l.set_nonblocking(true)
+                .map_err(io("binding the proxy on localhost"))?;
+            Ok(l)
+        };
+        let (http, socks) = (bind()?, bind()?);
+        let port = |l: &std::net::TcpListener| {
+            l.local_addr()
+                .map(|a| a.port())
+                .map_err(io("reading the proxy's port"))
+        };
+        let ports = ProxyPorts {
+            http: port(&http)?,
+            socks: port(&socks)?,
+        };
+        let token = super::random_hex(16).map_err(io("reading /dev/urandom"))?;
+        let net_err = |e: String| BackendError::Network(e);
+        let parent = crate::net::upstream::ParentProxy::from_policy(policy)
+            .map_err(|e| net_err(e.to_string()))?;
+        let external = |key: &str| -> Result<Option<u16>, BackendError> {
+            match policy.effective.u64(key) {
+                None => Ok(None),
+                Some(p) => u16::try_from(p)
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .map(Some)
+                    .ok_or_else(|| net_err(format!("{key} {p} is not a port"))),
+            }
+        };
+        let (external_http, external_socks) = (
+            external("network.httpProxyPort")?,
+            external("network.socksProxyPort")?,
+        );
+        crate::net::proxy::raise_nofile_limit();
+        let events = MemorySink::new();
+        let sink: Arc<dyn EventSink> = events.clone();
+        let policy = Arc::new(policy.clone());
+        let proxy_token = token.clone();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("warden-proxy")
+            .enable_all()
+            .build()
+            .map_err(io("starting the proxy's runtime"))?;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        std::thread::Builder::new()
+            .name("warden-net".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let setup = async {
+                        let resolver = crate::net::resolve::Resolver::from_system()
+                            .map_err(|e| e.to_string())?;
+                        let guard = crate::net::guard::AddressGuard::new(
+                            crate::net::guard::GuardConfig::from_policy(&policy),
+                        );
+                        let http =
+                            tokio::net::TcpListener::from_std(http).map_err(|e| e.to_string())?;
+                        let socks =
+                            tokio::net::TcpListener::from_std(socks).map_err(|e| e.to_string())?;
+                        let proxy = Proxy::new(ProxyConfig {
+                            policy,
+                            resolver,
+                            guard,
+                            events: sink,
+                            token: Some(proxy_token),
+                            parent,
+                            approvals: None,
+                        });
+                        Ok::<_, String>((proxy, http, socks))
+                    };
+                    match setup.await {
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                        Ok((proxy, http, socks)) => {
+                            match external_http {
+                                Some(p) => drop(tokio::spawn(crate::net::upstream::relay(http, p))),
+                                None => drop(tokio::spawn(crate::net::proxy::http::serve(
+                                    proxy.clone(),
+                                    http,
+                                ))),
+                            }
+                            match external_socks {
+                                Some(p) => {
+                                    drop(tokio::spawn(crate::net::upstream::relay(socks, p)))
+                                }
+                                None => drop(tokio::spawn(crate::net::proxy::socks::serve(
+                                    proxy, socks,
+                                ))),
+                            }
+                            let _ = ready_tx.send(Ok(()));
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                })
+            })
+            .map_err(io("starting the proxy thread"))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok((NetService { events }, ports, token)),
+            Ok(Err(e)) => Err(net_err(e)),
+            Err(_) => Err(net_err("the proxy thread ended before it was ready".into())),
+        }
+    }
+
+    /// `log stream` for this sandbox's tag, read on a thread.
+    struct LogMonitor {
+        child: Child,
+        reader: std::thread::JoinHandle<()>,
+        records: Arc<Mutex<Vec<Violation>>>,
+    }
+
+    impl LogMonitor {
+        fn start(tag: &str) -> std::io::Result<LogMonitor> {
+            let mut child = Command::new(LOG)
+                .args(logstream::log_stream_args(tag))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?;
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdout"))?;
+            let records = Arc::new(Mutex::new(Vec::new()));
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            let sink = records.clone();
+            let tag = tag.to_string();
+            let reader = std::thread::Builder::new()
+                .name("warden-log".into())
+                .spawn(move || {
+                    let mut ready = Some(ready_tx);
+                    for line in BufReader::new(stdout).lines() {
+                        let Ok(line) = line else { break };
+                        // The first line (a banner) means the stream is live.
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(());
+                        }
+                        if let Some(v) = logstream::parse_line(&line, &tag) {
+                            if let Ok(mut r) = sink.lock() {
+                                r.push(v);
+                            }
+                        }
+                    }
+                })?;
+            // Denials before the stream is live would be lost: wait for it, briefly.
+            let _ = ready_rx.recv_timeout(Duration::from_secs(2));
+            Ok(LogMonitor {
+                child,
+                reader,
+                records,
+            })
+        }
+
+        /// Lets late reports arrive, stops the stream and returns what it saw.
+        fn stop(mut self) -> Vec<Violation> {
+            std::thread::sleep(Duration::from_millis(300));
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = self.reader.join();
+            self.records
+                .lock()
+                .map(|mut r| std::mem::take(&mut *r))
+                .unwrap_or_default()
+        }
+    }
+}

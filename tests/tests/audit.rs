@@ -1,0 +1,283 @@
+//! Kernel-truth auditing (issue #5), black-box: `warden run --violations FILE` as root, the
+//! command refused in each way the sandbox refuses, and the records the eBPF programs and the
+//! classifier make of it. A process outside the sandbox failing the same way at the same time
+//! produces nothing. Auditing is `required` in every test, so a machine where the programs do
+//! not load fails the run (exit 125) instead of passing without records; without root the
+//! tests skip loudly, and under CI=true they fail.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use warden_tests::{Output, TestEnv};
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| v == "true")
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// `true` when the tests can run here; otherwise panics under CI=true, or prints a loud skip.
+fn ready(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        !in_ci(),
+        "{test}: CI=true but not running as root (loading eBPF programs needs root)"
+    );
+    eprintln!("\n*** SKIPPED {test}: not root (loading eBPF programs needs root) ***\n");
+    false
+}
+
+/// Settings that make auditing required (a load failure is exit 125, never silence), plus
+/// `extra` keys of the top-level block.
+fn settings(env: &TestEnv, extra: &str) -> String {
+    let text = format!(r#"{{ {extra} "warden": {{ "audit": {{ "required": true }} }} }}"#);
+    env.write_settings("audit.json", &text)
+        .display()
+        .to_string()
+}
+
+fn run(env: &TestEnv, args: &[&str], script: &str) -> Output {
+    let runs = env.root().join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let mut full: Vec<String> = vec!["run".into()];
+    full.extend(args.iter().map(|s| s.to_string()));
+    full.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
+    let out = env
+        .command()
+        .args(&full)
+        .env("TMPDIR", &runs)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+fn find<'a>(records: &'a [Value], kind: &str, target: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["kind"] == kind && r["target"] == target)
+        .collect()
+}
+
+fn one<'a>(records: &'a [Value], kind: &str, target: &str) -> &'a Value {
+    let found = find(records, kind, target);
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {kind} record for {target}, got {found:#?}\nall records:\n{records:#?}"
+    );
+    found[0]
+}
+
+const PYTHON_CONNECTS: &str = r#"
+import socket
+s = socket.socket()
+s.settimeout(2)
+try:
+    s.connect(("10.1.2.3", 80))
+except OSError as e:
+    print("inet:", e)
+try:
+    u = socket.socket(socket.AF_UNIX)
+    u.connect("/nonexistent-warden-audit.sock")
+except OSError as e:
+    print("unix:", e)
+"#;
+
+#[test]
+fn every_refusal_class_yields_its_record() {
+    if !ready("every_refusal_class_yields_its_record") {
+        return;
+    }
+    let env = TestEnv::new();
+    let project = env.project();
+    std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+    let secret = env.root().join("secret.txt");
+    std::fs::write(&secret, "top secret\n").unwrap();
+    let outside_target = PathBuf::from(format!("/etc/warden-audit-test-{}", std::process::id()));
+    let violations = env.root().join("violations.jsonl");
+    let script_py = env.root().join("connects.py");
+    std::fs::write(&script_py, PYTHON_CONNECTS).unwrap();
+    let script = format!(
+        "cat {secret}; echo x > {outside}; echo y > .git/hooks/pre-commit; /bin/true; \
+         python3 {py}; sleep 0.3; exit 3",
+        secret = secret.display(),
+        outside = outside_target.display(),
+        py = script_py.display(),
+    );
+    // The same refusals outside the sandbox, while it runs.
+    let mut host = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.1; setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
+             ': > {outside}; cat /etc/shadow' 2>/dev/null; exit 0",
+            outside = outside_target.display()
+        ))
+        .spawn()
+        .unwrap();
+    let s = settings(&env, "");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &s,
+            "--violations",
+            violations.to_str().unwrap(),
+            "--deny-read",
+            secret.to_str().unwrap(),
+        ],
+        &script,
+    );
+    host.wait().unwrap();
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("without kernel audit records"),
+        "{}",
+        out.stderr
+    );
+    assert!(!outside_target.exists());
+    let recs = records(&violations);
+
+    // A denyRead file: masked, the read refused by the mount layer.
+    let r = one(&recs, "file-read", secret.to_str().unwrap());
+    assert_eq!(r["layer"], "mount", "{r:#}");
+    assert_eq!(r["operation"], "open");
+    assert_eq!(r["violation"], true);
+    assert_eq!(r["comm"], "cat");
+    assert!(r["exe"].as_str().unwrap().ends_with("/cat"), "{r:#}");
+
+    // A write outside the writable roots: EROFS from the read-only host mount.
+    let r = one(&recs, "file-write", outside_target.to_str().unwrap());
+    assert_eq!(r["errno"]["name"], "EROFS", "{r:#}");
+    assert_eq!(r["errno"]["number"], 30);
+    assert_eq!(r["layer"], "mount");
+    assert!(r["cgroup_id"].as_u64().unwrap() > 0);
+    assert!(r["sandbox"].as_str().unwrap().starts_with("warden-"));
+
+    // A protected path inside the project.
+    let hook = project.join(".git/hooks/pre-commit");
+    let r = one(&recs, "file-write", hook.to_str().unwrap());
+    assert_eq!(r["errno"]["name"], "EROFS", "{r:#}");
+    assert!(r["reason"].as_str().unwrap().contains("protected"), "{r:#}");
+
+    // Each binary executed, not a violation.
+    let execs = find(&recs, "exec", "/bin/true");
+    let execs = if execs.is_empty() {
+        find(&recs, "exec", "/usr/bin/true")
+    } else {
+        execs
+    };
+    assert_eq!(execs.len(), 1, "{recs:#?}");
+    assert_eq!(execs[0]["violation"], false);
+
+    // A direct connection out of the empty network namespace.
+    let r = one(&recs, "network", "10.1.2.3:80");
+    assert_eq!(r["errno"]["name"], "ENETUNREACH", "{r:#}");
+    assert_eq!(r["layer"], "netns");
+    assert_eq!(r["operation"], "connect");
+
+    // A unix socket: refused by seccomp at socket() (no unix sockets allowed by default).
+    let r = one(&recs, "unix-socket", "AF_UNIX");
+    assert_eq!(r["errno"]["name"], "EPERM", "{r:#}");
+    assert_eq!(r["layer"], "seccomp");
+
+    // Nothing from the process outside, which failed the same way at the same time.
+    assert!(
+        recs.iter()
+            .all(|r| r["comm"] != "setpriv" && r["target"] != "/etc/shadow"),
+        "a record from outside the sandbox: {recs:#?}"
+    );
+    assert_eq!(
+        find(&recs, "file-write", outside_target.to_str().unwrap()).len(),
+        1
+    );
+}
+
+#[test]
+fn unix_socket_connects_name_their_path_when_unix_sockets_are_allowed() {
+    if !ready("unix_socket_connects_name_their_path_when_unix_sockets_are_allowed") {
+        return;
+    }
+    let env = TestEnv::new();
+    let violations = env.root().join("v.jsonl");
+    let py = env.root().join("connects.py");
+    std::fs::write(&py, PYTHON_CONNECTS).unwrap();
+    let s = settings(&env, r#""network": { "allowAllUnixSockets": true },"#);
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &s,
+            "--violations",
+            violations.to_str().unwrap(),
+        ],
+        &format!("python3 {}", py.display()),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("unix:"), "{}", out.stdout);
+    let recs = records(&violations);
+    let r = one(&recs, "unix-socket", "/nonexistent-warden-audit.sock");
+    assert_eq!(r["operation"], "connect");
+    assert_eq!(r["errno"]["name"], "ENOENT", "{r:#}");
+    // Not a refusal by the sandbox: the socket does not exist.
+    assert_eq!(r["violation"], false);
+}
+
+#[test]
+fn annotate_stderr_appends_the_violations_block_after_the_command() {
+    if !ready("annotate_stderr_appends_the_violations_block_after_the_command") {
+        return;
+    }
+    let env = TestEnv::new();
+    let s = settings(&env, "");
+    let out = run(
+        &env,
+        &["--settings", &s, "--annotate-stderr"],
+        "echo command-output >&2; echo x > /etc/warden-annotate-test; exit 0",
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let start = out.stderr.find("<sandbox_violations>").expect(&out.stderr);
+    let end = out.stderr.find("</sandbox_violations>").expect(&out.stderr);
+    assert!(
+        out.stderr.find("command-output").unwrap() < start,
+        "{}",
+        out.stderr
+    );
+    let block = &out.stderr[start..end];
+    assert!(
+        block.contains("file-write open /etc/warden-annotate-test (EROFS) [mount] by sh"),
+        "{block}"
+    );
+}
+
+#[test]
+fn without_a_sink_nothing_is_loaded_and_a_clean_run_prints_no_block() {
+    let env = TestEnv::new();
+    let out = run(&env, &["--annotate-stderr"], "exit 0");
+    if is_root() {
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(!out.stderr.contains("sandbox_violations"), "{}", out.stderr);
+    }
+    let out = run(&env, &[], "exit 0");
+    assert!(!out.stderr.contains("audit"), "{}", out.stderr);
+}
