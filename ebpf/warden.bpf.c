@@ -45,6 +45,30 @@ struct {
 	__type(value, __u8);
 } watched SEC(".maps");
 
+/* allowUnixSockets enforcement: cgroups in unix_enforce may connect only to the paths that
+ * unix_allow lists for them (exact bytes up to the first NUL; abstract names never match). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u8);
+} unix_enforce SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct unix_key);
+	__type(value, __u8);
+} unix_allow SEC(".maps");
+
+/* Scratch for building a unix_key (too large for the stack with the rest). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unix_key);
+} unix_scratch SEC(".maps");
+
 /* watch_config[0]: the cgroup v2 level of the watched cgroups (0 = nothing watched yet). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -524,6 +548,31 @@ int connect_unix(struct bpf_sock_addr *ctx)
 		len = 0;
 	p->ev.flags = len;
 	p->nr = NR_connect;
+	int allow = 1;
+	if (bpf_map_lookup_elem(&unix_enforce, &cg)) {
+		__u32 zero = 0;
+		struct unix_key *k = bpf_map_lookup_elem(&unix_scratch, &zero);
+		if (!k) {
+			allow = 0;
+		} else {
+			__builtin_memset(k->path, 0, sizeof(k->path));
+			k->cgroup_id = cg;
+			if (len && bpf_probe_read_kernel(k->path, len & 0x7f, (void *)uaddr + 2))
+				len = 0;
+			/* The path ends at its first NUL (clients pass sizeof(sockaddr_un) too). */
+			int ended = 0;
+			for (int i = 0; i < UNIX_KEY_LEN; i++) {
+				if (ended)
+					k->path[i] = 0;
+				else if (k->path[i] == 0)
+					ended = 1;
+			}
+			if (k->path[0] == 0 || !bpf_map_lookup_elem(&unix_allow, k))
+				allow = 0;
+		}
+		if (!allow)
+			p->ev.flags |= FL_UNIX_DENIED;
+	}
 	commit(p);
-	return 1;
+	return allow;
 }

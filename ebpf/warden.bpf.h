@@ -54,6 +54,14 @@
 #define FL_RELATIVE (1ULL << 33)  /* the path was relative to a directory descriptor other than the cwd */
 #define FL_PATH_LATE (1ULL << 34) /* the path could not be read at entry; read at exit instead */
 #define FL_TRUNCATED (1ULL << 35) /* the path filled PATH_LEN */
+#define FL_UNIX_DENIED (1ULL << 36) /* connect_unix refused: the path is not in allowUnixSockets */
+
+/* Key of unix_allow: a watched cgroup and a socket path, NUL-padded. */
+#define UNIX_KEY_LEN 128
+struct unix_key {
+	__u64 cgroup_id;
+	char path[UNIX_KEY_LEN];
+};
 
 /* The drop counters (per-CPU array `drops`) */
 #define DROP_RINGBUF 0 /* bpf_ringbuf_reserve failed: the reader is behind */

@@ -114,16 +114,61 @@ fn all_unix_sockets_reach_filesystem_sockets_but_never_the_hosts_abstract_ones()
 }
 
 #[test]
-fn single_socket_paths_are_refused_rather_than_opening_every_socket() {
+fn allow_unix_sockets_reaches_exactly_the_listed_sockets() {
+    // Enforced by the cgroup/connect_unix eBPF program: root only (CI runs as root).
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "allowUnixSockets enforcement needs root, and CI must run it"
+        );
+        eprintln!(
+            "\n*** SKIPPED allow_unix_sockets_reaches_exactly_the_listed_sockets: not root ***\n"
+        );
+        return;
+    }
     let env = TestEnv::new();
-    let path = env.root().join("host.sock");
-    let seen = serve(UnixListener::bind(&path).unwrap());
+    let allowed = env.root().join("allowed.sock");
+    let other = env.root().join("other.sock");
+    let allowed_seen = serve(UnixListener::bind(&allowed).unwrap());
+    let other_seen = serve(UnixListener::bind(&other).unwrap());
     let settings = format!(
         r#"{{ "network": {{ "allowUnixSockets": ["{}"] }} }}"#,
-        path.display()
+        allowed.display()
     );
-    let out = run_client(&env, Some(&settings), path.to_str().unwrap());
-    assert_eq!(out.code, 125, "{out:?}");
-    assert!(out.stderr.contains("allowAllUnixSockets"), "{out:?}");
+    let out = run_client(&env, Some(&settings), allowed.to_str().unwrap());
+    assert!(out.stdout.contains("connected pong"), "{out:?}");
+    let out = run_client(&env, Some(&settings), other.to_str().unwrap());
+    assert!(out.stdout.contains("error EPERM"), "{out:?}");
+    // Another spelling of the allowed path is not the allowed path.
+    let dotted = format!("{}/./allowed.sock", env.root().display());
+    let out = run_client(&env, Some(&settings), &dotted);
+    assert!(out.stdout.contains("error EPERM"), "{out:?}");
+    assert_eq!(*allowed_seen.lock().unwrap(), ["ping-from-sandbox"]);
+    assert!(
+        other_seen.lock().unwrap().is_empty(),
+        "an unlisted socket was reached"
+    );
+}
+
+#[test]
+fn an_allowed_socket_the_sandbox_could_replace_is_not_honoured() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "needs root under CI"
+        );
+        return;
+    }
+    let env = TestEnv::new();
+    // In the working directory: writable, so the command could swap the socket for a link.
+    let inside = env.project().join("project.sock");
+    let seen = serve(UnixListener::bind(&inside).unwrap());
+    let settings = format!(
+        r#"{{ "network": {{ "allowUnixSockets": ["{}"] }} }}"#,
+        inside.display()
+    );
+    let out = run_client(&env, Some(&settings), inside.to_str().unwrap());
+    assert!(out.stdout.contains("error EPERM"), "{out:?}");
+    assert!(out.stderr.contains("is ignored"), "{out:?}");
     assert!(seen.lock().unwrap().is_empty());
 }

@@ -29,6 +29,10 @@ mod skel {
 /// The cgroup programs: attached per sandbox, to its cgroup directory.
 const CGROUP_PROGRAMS: [&str; 3] = ["connect4", "connect6", "connect_unix"];
 
+/// `UNIX_KEY_LEN` of warden.bpf.h, and the kernel's sun_path size.
+const UNIX_KEY_LEN: usize = 128;
+const UNIX_PATH_MAX: usize = 108;
+
 /// Where tracefs may be mounted (libbpf resolves tracepoint ids through it).
 const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
@@ -165,6 +169,35 @@ impl Programs {
         self.level = Some(level);
         self.watches.push((id, links));
         Ok(id)
+    }
+
+    /// `allowUnixSockets`: the watched cgroup `id` may connect only to these socket paths
+    /// (exact bytes; abstract names never). Call after [`Programs::watch`], before the go byte.
+    pub fn enforce_unix(&mut self, id: u64, paths: &[Vec<u8>]) -> Result<(), AuditError> {
+        let map_err = |what: &str, e: libbpf_rs::Error| AuditError::Map(format!("{what}: {e}"));
+        for path in paths {
+            // sun_path holds 108 bytes including the terminating NUL.
+            if path.is_empty() || path.len() > UNIX_PATH_MAX - 1 || path.contains(&0) {
+                return Err(AuditError::Map(format!(
+                    "allowUnixSockets entry {:?} is not a usable socket path (1 to {} bytes)",
+                    String::from_utf8_lossy(path),
+                    UNIX_PATH_MAX - 1
+                )));
+            }
+            let mut key = id.to_ne_bytes().to_vec();
+            key.extend_from_slice(path);
+            key.resize(8 + UNIX_KEY_LEN, 0);
+            self.skel
+                .maps
+                .unix_allow
+                .update(&key, &[1u8], MapFlags::ANY)
+                .map_err(|e| map_err("inserting an allowed unix socket", e))?;
+        }
+        self.skel
+            .maps
+            .unix_enforce
+            .update(&id.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .map_err(|e| map_err("enforcing allowUnixSockets", e))
     }
 
     /// Stops recording cgroup `id` and detaches its cgroup programs.

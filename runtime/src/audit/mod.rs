@@ -52,6 +52,8 @@ pub enum AuditError {
     Reader(String),
     #[error("auditing is required (warden.audit.required) but unavailable: {0}")]
     Required(Box<AuditError>),
+    #[error("network.allowUnixSockets is enforced by warden's cgroup/connect_unix eBPF program, which is unavailable ({0}); warden will not open every unix socket instead (run as root, set `allowAllUnixSockets: true`, or remove the paths)")]
+    UnixSockets(Box<AuditError>),
 }
 
 /// How often the reader wakes up without events (to notice the end of the run); records are
@@ -74,6 +76,11 @@ impl Auditor {
             programs: bpf::Programs::load()?,
             watched: None,
         })
+    }
+
+    /// Limits the watched cgroup `id` to connecting to these unix socket paths.
+    pub fn enforce_unix(&mut self, id: u64, paths: &[Vec<u8>]) -> Result<(), AuditError> {
+        self.programs.enforce_unix(id, paths)
     }
 
     pub fn load_time(&self) -> Duration {
@@ -448,13 +455,54 @@ pub fn request(
     let file = violations.or_else(|| e.str("warden.audit.violationsFile").map(PathBuf::from));
     let required = e.bool("warden.audit.required").unwrap_or(false);
     let sinks = file.is_some() || annotate;
-    let enabled = required || e.bool("warden.audit.enabled").unwrap_or(sinks);
+    let unix_sockets = unix_socket_paths(policy);
+    let enabled =
+        required || unix_sockets.is_some() || e.bool("warden.audit.enabled").unwrap_or(sinks);
     (enabled || sinks).then_some(AuditRequest {
         enabled,
         required,
         file,
         annotate,
+        unix_sockets,
     })
+}
+
+/// The `allowUnixSockets` paths to enforce (none under `allowAllUnixSockets`). A path the
+/// sandbox could write is not honoured: the command could replace the socket with a link to
+/// another one.
+fn unix_socket_paths(policy: &crate::policy::merge::Policy) -> Option<Vec<Vec<u8>>> {
+    use crate::policy::decision::Decision;
+    use std::os::unix::ffi::OsStrExt;
+    if policy
+        .effective
+        .bool("network.allowAllUnixSockets")
+        .unwrap_or(false)
+        || policy.unix_sockets.is_empty()
+    {
+        return None;
+    }
+    let fs = crate::policy::fsview::RealFs;
+    let paths = policy
+        .unix_sockets
+        .iter()
+        .filter_map(|rule| {
+            let path = &rule.pattern;
+            let writable = policy
+                .check_path(&fs, path, crate::policy::path::Access::Write)
+                .decision
+                == Decision::Allow;
+            if writable {
+                eprintln!(
+                    "warden: warning: allowUnixSockets {:?} is ignored: the sandbox can write there, so it could replace the socket",
+                    &*rule.text
+                );
+                return None;
+            }
+            Some(path.as_os_str().as_bytes().to_vec())
+        })
+        .collect();
+    // Enforced even when every path was dropped: then no unix socket is reachable.
+    Some(paths)
 }
 
 /// What `warden run` asks for.
@@ -468,6 +516,9 @@ pub struct AuditRequest {
     pub file: Option<PathBuf>,
     /// `--annotate-stderr`.
     pub annotate: bool,
+    /// `allowUnixSockets` paths the cgroup/connect_unix program enforces (`None`: no such
+    /// rule); when set, auditing must load whatever `required` says (fail closed).
+    pub unix_sockets: Option<Vec<Vec<u8>>>,
 }
 
 enum Stage {
@@ -494,6 +545,9 @@ pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
     let stage = if request.enabled {
         match Auditor::load() {
             Ok(a) => Stage::Loaded(Box::new(a)),
+            Err(e) if request.unix_sockets.is_some() => {
+                return Err(AuditError::UnixSockets(Box::new(e)))
+            }
             Err(e) if request.required => return Err(AuditError::Required(Box::new(e))),
             Err(e) => {
                 eprintln!(
@@ -537,11 +591,21 @@ pub fn watch(cgroup_dir: &Path) -> Result<(), AuditError> {
     let Stage::Loaded(auditor) = &mut s.stage else {
         return Ok(());
     };
-    match auditor.watch(cgroup_dir) {
+    let watched = auditor.watch(cgroup_dir).and_then(|id| {
+        if let Some(paths) = &s.request.unix_sockets {
+            auditor
+                .enforce_unix(id, paths)
+                .map_err(|e| AuditError::UnixSockets(Box::new(e)))?;
+        }
+        Ok(id)
+    });
+    match watched {
         Ok(id) => {
             s.cgroup_id = Some(id);
             Ok(())
         }
+        Err(e @ AuditError::UnixSockets(_)) => Err(e),
+        Err(e) if s.request.unix_sockets.is_some() => Err(AuditError::UnixSockets(Box::new(e))),
         Err(e) if s.request.required => Err(AuditError::Required(Box::new(e))),
         Err(e) => {
             eprintln!("warden: warning: running without kernel audit records: {e}");
@@ -564,6 +628,9 @@ pub fn no_cgroup() -> Result<(), AuditError> {
             path: PathBuf::from("(none)"),
             reason: "the sandbox runs without a cgroup, which auditing is scoped to".into(),
         };
+        if s.request.unix_sockets.is_some() {
+            return Err(AuditError::UnixSockets(Box::new(e)));
+        }
         if s.request.required {
             return Err(AuditError::Required(Box::new(e)));
         }

@@ -45,6 +45,7 @@ pub const FL_MASKED: u64 = 1 << 32;
 pub const FL_RELATIVE: u64 = 1 << 33;
 pub const FL_PATH_LATE: u64 = 1 << 34;
 pub const FL_TRUNCATED: u64 = 1 << 35;
+pub const FL_UNIX_DENIED: u64 = 1 << 36;
 
 pub const AF_UNIX: u16 = 1;
 pub const AF_INET: u16 = 2;
@@ -218,6 +219,8 @@ pub enum Layer {
     /// Unix permissions and capabilities (the sandbox drops every capability, so root's
     /// overrides do not apply inside).
     Dac,
+    /// warden's cgroup eBPF programs (`allowUnixSockets` enforcement).
+    Ebpf,
 }
 
 /// An errno with its name.
@@ -341,6 +344,7 @@ pub fn layer_name(l: Layer) -> &'static str {
         Layer::Lsm => "lsm",
         Layer::Netns => "netns",
         Layer::Dac => "dac",
+        Layer::Ebpf => "ebpf",
     }
 }
 
@@ -586,7 +590,13 @@ impl Classifier {
                 rec.target = ev.unix_path();
                 let refused = matches!(-ev.ret, libc::EPERM | libc::EACCES);
                 rec.violation = refused;
-                if refused {
+                if refused && ev.flags & FL_UNIX_DENIED != 0 {
+                    rec.layer = Some(Layer::Ebpf);
+                    rec.reason = Some(
+                        "not in network.allowUnixSockets (enforced by warden's                          cgroup/connect_unix program)"
+                            .into(),
+                    );
+                } else if refused {
                     rec.layer = Some(if rec.target.starts_with('@') {
                         Layer::Landlock
                     } else {

@@ -92,8 +92,6 @@ pub enum PlanError {
     Glob { list: &'static str, entry: String },
     #[error("the working directory {0} does not exist")]
     NoCwd(PathBuf),
-    #[error("network.allowUnixSockets {paths:?}: warden cannot yet limit unix sockets to single paths on Linux, and will not open all of them instead (set `allowAllUnixSockets: true` to allow every unix socket, or remove the paths)")]
-    UnixSocketPaths { paths: Vec<String> },
 }
 
 /// Agent and editor config directories masked by a placeholder when missing from a writable
@@ -310,12 +308,6 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         .effective
         .bool("network.allowAllUnixSockets")
         .unwrap_or(false);
-    // Fail closed: per-path unix-socket rules need the connect_unix eBPF program (#5).
-    if !allow_all_unix && !p.unix_sockets.is_empty() {
-        return Err(PlanError::UnixSocketPaths {
-            paths: p.unix_sockets.iter().map(|r| r.text.to_string()).collect(),
-        });
-    }
     let rlimits = p
         .effective
         .maps
@@ -335,7 +327,9 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         mounts,
         hardening: Hardening {
             landlock_writable,
-            allow_unix_sockets: allow_all_unix,
+            // allowUnixSockets paths: seccomp lets AF_UNIX sockets be created and the
+            // cgroup/connect_unix eBPF program limits connects to those paths (audit/).
+            allow_unix_sockets: allow_all_unix || !p.unix_sockets.is_empty(),
             allow_namespaces: p
                 .effective
                 .bool("enableWeakerNestedSandbox")
