@@ -357,3 +357,47 @@ async fn socks5_connects_allowed_names_and_refuses_others_with_0x02() {
     assert_eq!(denied.len(), 2);
     assert!(denied.iter().all(|e| e.protocol == Protocol::Socks5));
 }
+
+#[tokio::test]
+async fn with_a_token_a_socks_client_without_it_is_refused_and_one_with_it_connects() {
+    let st = setup(&["allowed.test"], true, Some("s3cret")).await;
+    let port = start_socks(st.proxy.clone()).await;
+    let up = st.upstream_port;
+    // No credentials offered: the server accepts no method (0xFF).
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    assert_eq!(read_n(&mut s, 2).await, [5, 0xff]);
+    // Wrong password: the sub-negotiation fails (status != 0).
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(&[5, 1, 2]).await.unwrap();
+    assert_eq!(read_n(&mut s, 2).await, [5, 2]);
+    s.write_all(&[1, 1, b'u', 5, b'w', b'r', b'o', b'n', b'g'])
+        .await
+        .unwrap();
+    let reply = read_n(&mut s, 2).await;
+    assert_eq!(reply[0], 1);
+    assert_ne!(reply[1], 0);
+    // The token: CONNECT works.
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(&[5, 1, 2]).await.unwrap();
+    assert_eq!(read_n(&mut s, 2).await, [5, 2]);
+    s.write_all(&[1, 1, b'u', 6, b's', b'3', b'c', b'r', b'e', b't'])
+        .await
+        .unwrap();
+    assert_eq!(read_n(&mut s, 2).await, [1, 0]);
+    let mut req = vec![5, 1, 0, 3, 12];
+    req.extend_from_slice(b"allowed.test");
+    req.extend_from_slice(&up.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let head = read_n(&mut s, 4).await;
+    assert_eq!(head[1], 0, "{head:?}");
+    read_n(&mut s, 6).await;
+    s.write_all(b"ECHO\ntok").await.unwrap();
+    assert_eq!(read_n(&mut s, 3).await, b"tok");
+}
