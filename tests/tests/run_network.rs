@@ -1582,3 +1582,85 @@ fn without_an_approver_hosts_in_no_list_are_denied_at_once() {
     assert!(out.stderr.contains("no approver"), "{out:?}");
     assert!(paths(&http).is_empty());
 }
+
+/// Runs `warden run -- sh -c SCRIPT` under a pty (python's pty.fork), answering each
+/// approval prompt with the next key of `keys`; returns everything the terminal showed.
+fn run_under_pty(w: &World, script: &str, keys: &str) -> String {
+    let driver = format!(
+        r#"
+import os, pty, time, select, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv({bin:?}, ["warden", "run", "--", "sh", "-c", {script:?}])
+out = b""
+keys = list({keys:?})
+deadline = time.time() + 60
+while time.time() < deadline:
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        while keys and out.count(b"[o] allow once") > len({keys:?}) - len(keys):
+            os.write(fd, keys.pop(0).encode())
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+print("\nEXIT", os.waitstatus_to_exitcode(status))
+"#,
+        bin = warden_tests::warden_bin(),
+        script = script,
+        keys = keys,
+    );
+    let out = std::process::Command::new(netns::python3())
+        .arg("-c")
+        .arg(&driver)
+        .current_dir(w.env.project())
+        .env("HOME", w.env.home())
+        .env("XDG_CONFIG_HOME", w.env.home().join(".config"))
+        .env("WARDEN_MANAGED_SETTINGS", w.env.root().join("managed.json"))
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn from_a_terminal_warden_asks_on_the_terminal() {
+    let Some(mut w) = World::new("from_a_terminal_warden_asks_on_the_terminal") else {
+        return;
+    };
+    let once = w.map("tty-once");
+    let denied = w.map("tty-deny");
+    let http = w.net.http_server();
+    let shown = run_under_pty(
+        &w,
+        &format!(
+            "curl -sS --max-time 30 http://{once}/tty-once; echo; \
+             curl -sS --max-time 30 -o /dev/null -w 'code=%{{http_code}}' http://{denied}/tty-deny"
+        ),
+        "od",
+    );
+    assert!(
+        shown.contains(&format!("warden: network access to {once}:80?")),
+        "{shown}"
+    );
+    assert!(shown.contains("allowed once"), "{shown}");
+    assert!(
+        shown.contains(&format!("warden: network access to {denied}:80?")),
+        "{shown}"
+    );
+    assert!(shown.contains("code=403"), "{shown}");
+    assert!(shown.contains("EXIT 0"), "{shown}");
+    assert_eq!(paths(&http), ["/tty-once"]);
+}

@@ -1,6 +1,6 @@
 //! The approval pipeline: whatever needs a human goes through one [`Approvals`], whose
-//! [`Approver`] is the programmatic control channel ([`channel`]) or nobody (non-interactive:
-//! denied at once). Answers: allow once (this session), allow always (persisted to the user
+//! [`Approver`] is the programmatic control channel ([`channel`]), the terminal warden kept
+//! for itself ([`tty`]), or nobody (non-interactive: denied at once). Answers: allow once (this session), allow always (persisted to the user
 //! settings file, [`edit`], and effective at once), deny (this session). A network question
 //! that nobody answers within 60 s is denied.
 //!
@@ -9,6 +9,7 @@
 
 pub mod channel;
 pub mod edit;
+pub mod tty;
 
 use crate::policy::approvals::{persist_domain, SessionApprovals};
 use crate::policy::decision::Verdict;

@@ -72,8 +72,16 @@ impl Backend for LinuxBackend {
                 })?;
             published.push((l, *port));
         }
-        let network = match network_plan(policy, !published.is_empty(), command.approvals.is_some())
-        {
+        // Who answers what the policy leaves to approval: the control channel, else the
+        // terminal when warden runs interactively.
+        let approver = match &command.approvals {
+            Some(path) => Some(crate::net::service::ApproverSpec::Channel(path.clone())),
+            None if policy.context.approver_attached => {
+                crate::approve::tty::TtyApprover::open().map(crate::net::service::ApproverSpec::Tty)
+            }
+            None => None,
+        };
+        let network = match network_plan(policy, !published.is_empty(), approver.is_some()) {
             Some(np) => {
                 let resolv_conf = run_dir.path().join("resolv.conf");
                 std::fs::write(&resolv_conf, super::net::resolv_conf()).map_err(|source| {
@@ -181,10 +189,7 @@ impl Backend for LinuxBackend {
                                 std::sync::Arc::new(policy.clone()),
                                 crate::audit::proxy_sink(),
                                 publish,
-                                command
-                                    .approvals
-                                    .clone()
-                                    .map(crate::net::service::ApproverSpec::Channel),
+                                approver,
                             )
                             .map_err(|e| BackendError::Network(e.to_string()))?,
                         )

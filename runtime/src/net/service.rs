@@ -56,6 +56,8 @@ impl EventSink for Tee {
 pub enum ApproverSpec {
     /// `--approvals unix:PATH`: the control channel (docs/protocol.md).
     Channel(std::path::PathBuf),
+    /// The controlling terminal (`/dev/tty`), when warden runs interactively.
+    Tty(Arc<crate::approve::tty::TtyApprover>),
 }
 
 /// Connects to a port inside the sandbox (blocking; the sandbox's pid 1 does the connect, one
@@ -146,6 +148,13 @@ pub fn start(
                                 .map_err(|e| ServiceError::Config(e.to_string()))?;
                             Some(Arc::new(crate::approve::Approvals::new(
                                 channel,
+                                policy.approvals.clone(),
+                                user_settings,
+                            )))
+                        }
+                        Some(ApproverSpec::Tty(tty)) => {
+                            Some(Arc::new(crate::approve::Approvals::new(
+                                tty,
                                 policy.approvals.clone(),
                                 user_settings,
                             )))
