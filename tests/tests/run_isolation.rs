@@ -924,3 +924,44 @@ fn a_limit_that_no_hierarchy_can_enforce_is_refused() {
     assert_no_cgroup_left(pid);
     assert_nothing_left(&env);
 }
+
+#[test]
+fn globs_in_deny_read_deny_write_and_allow_write_apply_to_existing_matches() {
+    let env = TestEnv::new();
+    let project = env.project();
+    std::fs::create_dir_all(project.join("keys/deep")).unwrap();
+    std::fs::write(project.join("keys/a.pem"), "PEM-SECRET-A").unwrap();
+    std::fs::write(project.join("keys/deep/b.pem"), "PEM-SECRET-B").unwrap();
+    std::fs::write(project.join(".env.local"), "TOKEN=1\n").unwrap();
+    let cache = env.root().join("cache-1");
+    std::fs::create_dir_all(&cache).unwrap();
+    let settings = env.write_settings(
+        "globs.json",
+        &format!(
+            r#"{{ "filesystem": {{ "denyRead": ["**/*.pem"], "denyWrite": ["**/.env*"],
+                 "allowWrite": ["{}/cache-*"] }} }}"#,
+            env.root().display()
+        ),
+    );
+    let settings = settings.to_str().unwrap();
+    let out = sh(
+        &env,
+        &["--settings", settings],
+        &format!(
+            "cat keys/a.pem keys/deep/b.pem; echo x >> .env.local || echo ENV-READ-ONLY; \
+             echo cached > {}/entry && echo CACHE-WRITTEN",
+            cache.display()
+        ),
+    );
+    assert!(!out.stdout.contains("PEM-SECRET"), "{out:?}");
+    assert!(out.stdout.contains("ENV-READ-ONLY"), "{out:?}");
+    assert!(out.stdout.contains("CACHE-WRITTEN"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(project.join(".env.local")).unwrap(),
+        "TOKEN=1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(cache.join("entry")).unwrap(),
+        "cached\n"
+    );
+}

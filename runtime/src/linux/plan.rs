@@ -2,7 +2,7 @@
 //! walk of the writable roots through [`FsView`] to find protected files that already exist;
 //! unit-tested without root. The plan crosses into the sandbox's init as JSON over a pipe.
 
-use crate::policy::fsview::FsView;
+use crate::policy::fsview::{FileKind, FsView};
 use crate::policy::mandatory::{PROTECTED_DIRS, PROTECTED_FILES};
 use crate::policy::merge::Policy;
 use crate::policy::path::PathPattern;
@@ -88,8 +88,13 @@ pub struct RunDirs {
 pub enum PlanError {
     #[error("allowWrite entry {entry:?} resolves to {real}, outside of what it names; refusing to make it writable")]
     WritableEscapes { entry: String, real: PathBuf },
-    #[error("globs are not supported in `{list}` for `warden run` yet: {entry:?}")]
-    Glob { list: &'static str, entry: String },
+    #[error("`{list}` glob {entry:?} matches too much to apply (over {limit} paths visited below {base}); name narrower paths")]
+    GlobTooBroad {
+        list: &'static str,
+        entry: String,
+        base: PathBuf,
+        limit: usize,
+    },
     #[error("the working directory {0} does not exist")]
     NoCwd(PathBuf),
 }
@@ -152,11 +157,14 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         writable.push(real);
                     }
                 }
-                (PathPattern::Glob(_), _) => {
-                    return Err(PlanError::Glob {
-                        list: "filesystem.allowWrite",
-                        entry: root.rule.text.to_string(),
-                    })
+                // Existing matches become writable; a match that is a symlink does not (its
+                // target is not what the entry names).
+                (PathPattern::Glob(m), _) => {
+                    for path in expand_glob(fs, m, "filesystem.allowWrite", &root.rule.text)? {
+                        if !matches!(fs.kind(&path), Some(FileKind::Symlink) | None) {
+                            writable.push(path);
+                        }
+                    }
                 }
             }
         }
@@ -187,11 +195,14 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     }
                 }
             }
-            PathPattern::Glob(_) => {
-                return Err(PlanError::Glob {
-                    list: "filesystem.denyWrite",
-                    entry: rule.text.to_string(),
-                })
+            // Existing matches only: a file created later under a denyWrite glob is refused by
+            // the policy (`warden check`), not by the view (docs/isolation.md).
+            PathPattern::Glob(m) => {
+                for path in expand_glob(fs, m, "filesystem.denyWrite", &rule.text)? {
+                    if writable.iter().any(|w| path.starts_with(w)) {
+                        read_only.insert(path);
+                    }
+                }
             }
         }
     }
@@ -264,11 +275,15 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     None => {}
                 }
             }
-            PathPattern::Glob(_) => {
-                return Err(PlanError::Glob {
-                    list: "filesystem.denyRead",
-                    entry: rule.text.to_string(),
-                })
+            PathPattern::Glob(m) => {
+                for path in expand_glob(fs, m, "filesystem.denyRead", &rule.text)? {
+                    match fs.kind(&path) {
+                        Some(FileKind::Dir) => mounts.push(MountOp::MaskDir { path }),
+                        // A symlink's target is masked where it is (if it matches itself).
+                        Some(FileKind::Symlink) | None => {}
+                        Some(_) => mounts.push(MountOp::MaskFile { path }),
+                    }
+                }
             }
         }
     }
@@ -382,6 +397,68 @@ pub fn remove_placeholders(created: &[Placeholder]) {
             let _ = std::fs::remove_file(&ph.path);
         }
     }
+}
+
+/// Entries visited at most while expanding one glob; more fails the run (a deny glob that
+/// cannot be applied completely must not be applied partly).
+const GLOB_VISIT_LIMIT: usize = 200_000;
+/// Directory levels below the glob's literal prefix searched for `**`.
+const GLOB_MAX_DEPTH: usize = 16;
+
+/// Existing paths matching a settings glob: a walk from the glob's literal prefix (the
+/// components before the first `*?[{`), never following symlinks, as deep as the pattern
+/// reaches (`GLOB_MAX_DEPTH` for `**`).
+fn expand_glob(
+    fs: &dyn FsView,
+    matcher: &globset::GlobMatcher,
+    list: &'static str,
+    entry: &str,
+) -> Result<Vec<PathBuf>, PlanError> {
+    let pattern = matcher.glob().glob();
+    let mut base = PathBuf::from("/");
+    let mut rest = 0usize;
+    let mut recursive = false;
+    let mut in_prefix = true;
+    for comp in Path::new(pattern).components().skip(1) {
+        let text = comp.as_os_str().to_string_lossy();
+        if in_prefix && !text.contains(['*', '?', '[', '{']) {
+            base.push(comp.as_os_str());
+        } else {
+            in_prefix = false;
+            rest += 1;
+            recursive |= text.contains("**");
+        }
+    }
+    let max_depth = if recursive { GLOB_MAX_DEPTH } else { rest };
+    let mut out = Vec::new();
+    let mut visited = 0usize;
+    let mut stack = vec![(base.clone(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        if depth >= max_depth {
+            continue;
+        }
+        for name in fs.read_dir(&dir) {
+            visited += 1;
+            if visited > GLOB_VISIT_LIMIT {
+                return Err(PlanError::GlobTooBroad {
+                    list,
+                    entry: entry.to_string(),
+                    base,
+                    limit: GLOB_VISIT_LIMIT,
+                });
+            }
+            let path = dir.join(&name);
+            let kind = fs.kind(&path);
+            if matcher.is_match(&path) {
+                out.push(path.clone());
+            }
+            if kind == Some(FileKind::Dir) {
+                stack.push((path, depth + 1));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Existing protected files and directories below `root`, at most `depth` levels down.
