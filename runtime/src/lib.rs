@@ -12,5 +12,6 @@ pub mod cli;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod macos;
+pub mod metrics;
 pub mod net;
 pub mod policy;

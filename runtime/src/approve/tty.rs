@@ -112,7 +112,8 @@ fn prompt(tty: &mut File, request: &PermissionRequest) -> Answer {
     if let Some(orig) = &saved {
         use nix::sys::termios::{LocalFlags, SetArg, SpecialCharacterIndices};
         let mut raw = orig.clone();
-        raw.local_flags.remove(LocalFlags::ICANON | LocalFlags::ECHO);
+        raw.local_flags
+            .remove(LocalFlags::ICANON | LocalFlags::ECHO);
         raw.control_chars[SpecialCharacterIndices::VMIN as usize] = 1;
         raw.control_chars[SpecialCharacterIndices::VTIME as usize] = 0;
         let _ = nix::sys::termios::tcsetattr(tty.as_fd(), SetArg::TCSANOW, &raw);
@@ -121,11 +122,7 @@ fn prompt(tty: &mut File, request: &PermissionRequest) -> Answer {
     // A line-mode terminal delivers `o` with its newline: leave none of it for the next prompt.
     drain(tty);
     if let Some(orig) = &saved {
-        let _ = nix::sys::termios::tcsetattr(
-            tty.as_fd(),
-            nix::sys::termios::SetArg::TCSANOW,
-            orig,
-        );
+        let _ = nix::sys::termios::tcsetattr(tty.as_fd(), nix::sys::termios::SetArg::TCSANOW, orig);
     }
     let shown = match answer {
         Answer::AllowOnce => "allowed once",

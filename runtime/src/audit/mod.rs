@@ -19,6 +19,7 @@
 pub mod bpf;
 pub mod record;
 
+use crate::metrics::Metrics;
 use crate::net::event::{EventSink, NetEvent};
 use record::{Classifier, RawEvent, SandboxView, ViolationRecord};
 use std::collections::HashMap;
@@ -252,6 +253,8 @@ impl Running {
 /// kept (coalesced over the run) for the stderr annotation.
 pub struct Collector {
     inner: Mutex<Inner>,
+    /// Counted as they arrive, before coalescing (`--metrics-*`).
+    metrics: Option<Arc<Metrics>>,
 }
 
 #[derive(Default)]
@@ -269,6 +272,14 @@ struct Inner {
 impl Collector {
     /// A collector appending to `file` (created if missing) when given.
     pub fn new(file: Option<&Path>) -> Result<Arc<Collector>, AuditError> {
+        Collector::with_metrics(file, None)
+    }
+
+    /// [`Collector::new`], also counting every record in `metrics`.
+    pub fn with_metrics(
+        file: Option<&Path>,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Result<Arc<Collector>, AuditError> {
         let file = match file {
             Some(p) => Some((
                 p.to_path_buf(),
@@ -288,10 +299,15 @@ impl Collector {
                 file,
                 ..Inner::default()
             }),
+            metrics,
         }))
     }
 
+    /// The one place every record passes (kernel and proxy): counted, then batched.
     pub fn push(&self, rec: ViolationRecord) {
+        if let Some(m) = &self.metrics {
+            count_record(m, &rec);
+        }
         if let Ok(mut inner) = self.inner.lock() {
             inner.batch.push(rec);
         }
@@ -356,6 +372,16 @@ impl Collector {
     }
 }
 
+/// A record in the metrics: violations by kind and layer, execs.
+pub fn count_record(m: &Metrics, rec: &ViolationRecord) {
+    if rec.violation {
+        let layer = rec.layer.map_or("unknown", record::Layer::name);
+        m.violation(&rec.sandbox, rec.kind.name(), layer, rec.count);
+    } else if rec.kind == record::Kind::Exec {
+        m.exec(&rec.sandbox, rec.count);
+    }
+}
+
 /// Identical records (everything but time and count) become the first of them with the sum
 /// of their counts, in first-seen order.
 pub fn coalesce(batch: Vec<ViolationRecord>) -> Vec<ViolationRecord> {
@@ -395,6 +421,14 @@ pub fn annotation(violations: &[ViolationRecord], more: u64, losses: &Losses) ->
     s
 }
 
+/// Losses in `warden_audit_events_dropped_total`, by reason (0 counts create the series).
+pub fn count_losses(m: &Metrics, l: &Losses) {
+    let [ring, pending, undecodable] = crate::metrics::DROP_REASONS;
+    m.dropped(ring, l.ring_full);
+    m.dropped(pending, l.pending_full);
+    m.dropped(undecodable, l.undecodable);
+}
+
 fn losses_text(l: &Losses) -> String {
     format!(
         "{} audit events lost (ring buffer full: {}, per-thread map full: {}, undecodable: {})",
@@ -413,6 +447,19 @@ pub struct ProxySink {
 
 impl EventSink for ProxySink {
     fn record(&self, event: NetEvent) {
+        if let Some(m) = &self.collector.metrics {
+            let decision = match event.decision {
+                crate::policy::decision::Decision::Allow => "allow",
+                _ => "deny",
+            };
+            let protocol = match event.protocol {
+                crate::net::event::Protocol::Http => "http",
+                crate::net::event::Protocol::Connect => "connect",
+                crate::net::event::Protocol::Socks5 => "socks5",
+                crate::net::event::Protocol::Dns => "dns",
+            };
+            m.network_request(&self.sandbox, decision, protocol);
+        }
         self.collector
             .push(record::from_net_event(&self.sandbox, &event));
         self.collector.flush();
@@ -444,17 +491,20 @@ pub fn view_of_plan(plan: &crate::linux::plan::Plan) -> SandboxView {
 /// enabled nor required): then no session is opened and nothing is loaded.
 ///
 /// `warden.audit.enabled` defaults to whether a sink is requested (`--violations`,
-/// `--annotate-stderr`, `warden.audit.violationsFile`); `warden.audit.required: true` implies
-/// it, so a lower layer's `enabled: false` cannot switch off a managed requirement.
+/// `--annotate-stderr`, `warden.audit.violationsFile`, metrics); `warden.audit.required: true`
+/// implies it, so a lower layer's `enabled: false` cannot switch off a managed requirement.
+/// With `metrics`, a session is opened even when auditing is off, so the proxy's decisions
+/// are counted.
 pub fn request(
     policy: &crate::policy::merge::Policy,
     violations: Option<PathBuf>,
     annotate: bool,
+    metrics: Option<Arc<Metrics>>,
 ) -> Option<AuditRequest> {
     let e = &policy.effective;
     let file = violations.or_else(|| e.str("warden.audit.violationsFile").map(PathBuf::from));
     let required = e.bool("warden.audit.required").unwrap_or(false);
-    let sinks = file.is_some() || annotate;
+    let sinks = file.is_some() || annotate || metrics.is_some();
     let unix_sockets = unix_socket_paths(policy);
     let enabled =
         required || unix_sockets.is_some() || e.bool("warden.audit.enabled").unwrap_or(sinks);
@@ -464,6 +514,7 @@ pub fn request(
         file,
         annotate,
         unix_sockets,
+        metrics,
     })
 }
 
@@ -519,6 +570,8 @@ pub struct AuditRequest {
     /// `allowUnixSockets` paths the cgroup/connect_unix program enforces (`None`: no such
     /// rule); when set, auditing must load whatever `required` says (fail closed).
     pub unix_sockets: Option<Vec<Vec<u8>>>,
+    /// `--metrics-file`, `--metrics-listen`: every record and proxy decision is counted here.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 enum Stage {
@@ -541,7 +594,7 @@ static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 /// programs. An error means the run must not start (the file cannot be opened, or auditing
 /// is required and unavailable); when auditing is merely enabled, a failure is one warning.
 pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
-    let collector = Collector::new(request.file.as_deref())?;
+    let collector = Collector::with_metrics(request.file.as_deref(), request.metrics.clone())?;
     let stage = if request.enabled {
         match Auditor::load() {
             Ok(a) => Stage::Loaded(Box::new(a)),
@@ -657,7 +710,12 @@ pub fn start_reader(view: SandboxView) {
             ..view
         };
         match auditor.start(view, s.collector.clone()) {
-            Ok(r) => s.stage = Stage::Running(Box::new(r)),
+            Ok(r) => {
+                if let Some(m) = &s.request.metrics {
+                    count_losses(m, &Losses::default());
+                }
+                s.stage = Stage::Running(Box::new(r))
+            }
             Err(e) => eprintln!("warden: warning: kernel audit records stopped: {e}"),
         }
     }
@@ -681,7 +739,14 @@ pub fn finish() {
         return;
     };
     let losses = match s.stage {
-        Stage::Running(r) => r.finish(),
+        Stage::Running(r) => {
+            let losses = r.finish();
+            // Only when the programs ran: a run without them has no drop counters to report.
+            if let Some(m) = &s.request.metrics {
+                count_losses(m, &losses);
+            }
+            losses
+        }
         _ => Losses::default(),
     };
     s.collector.flush();

@@ -200,6 +200,22 @@ pub enum Kind {
     Syscall,
 }
 
+impl Kind {
+    /// The name in records and metric labels (the serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::FileRead => "file-read",
+            Kind::FileWrite => "file-write",
+            Kind::Exec => "exec",
+            Kind::Network => "network",
+            Kind::UnixSocket => "unix-socket",
+            Kind::Process => "process",
+            Kind::Mount => "mount",
+            Kind::Syscall => "syscall",
+        }
+    }
+}
+
 /// The layer that refused (inferred for file errors: see [`Classifier`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -221,6 +237,22 @@ pub enum Layer {
     Dac,
     /// warden's cgroup eBPF programs (`allowUnixSockets` enforcement).
     Ebpf,
+}
+
+impl Layer {
+    /// The name in records and metric labels (the serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Mount => "mount",
+            Layer::Landlock => "landlock",
+            Layer::Seccomp => "seccomp",
+            Layer::Proxy => "proxy",
+            Layer::Lsm => "lsm",
+            Layer::Netns => "netns",
+            Layer::Dac => "dac",
+            Layer::Ebpf => "ebpf",
+        }
+    }
 }
 
 /// An errno with its name.

@@ -409,3 +409,33 @@ fn proxy_denials_become_network_records_of_layer_proxy() {
     assert!(!r.violation);
     assert_eq!(r.layer, None);
 }
+
+#[test]
+fn kind_and_layer_names_are_their_serde_names() {
+    let kinds = [
+        Kind::FileRead,
+        Kind::FileWrite,
+        Kind::Exec,
+        Kind::Network,
+        Kind::UnixSocket,
+        Kind::Process,
+        Kind::Mount,
+        Kind::Syscall,
+    ];
+    for k in kinds {
+        assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+    }
+    let layers = [
+        Layer::Mount,
+        Layer::Landlock,
+        Layer::Seccomp,
+        Layer::Proxy,
+        Layer::Lsm,
+        Layer::Netns,
+        Layer::Dac,
+        Layer::Ebpf,
+    ];
+    for l in layers {
+        assert_eq!(serde_json::to_value(l).unwrap(), l.name());
+    }
+}

@@ -40,6 +40,14 @@ pub struct RunArgs {
     /// After the command ends, append a `<sandbox_violations>` block to stderr.
     #[arg(long)]
     pub annotate_stderr: bool,
+    /// At the end of the run, write Prometheus metrics (violations, network requests, execs)
+    /// to FILE atomically, for node_exporter's textfile collector (docs/metrics.md).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<std::path::PathBuf>,
+    /// Serve OpenMetrics on http://ADDR/metrics while the command runs (loopback only unless
+    /// `warden.metrics.allowRemote`), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -75,11 +83,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     layers.extend(args.flags_layer());
     context.tmpdir = Some(workspace.tmpdir());
     let policy = Policy::build(&layers, context, &RealFs)?;
+    // Metrics (#5): the listener is bound now; it serves once the sandbox runs.
+    let mut exporter = crate::metrics::request(
+        &policy,
+        args.metrics_file.clone(),
+        args.metrics_listen.clone(),
+    )?
+    .map(|r| crate::metrics::Exporter::open(r, &format!("warden-{}", std::process::id())))
+    .transpose()?;
     // Audit (#5): loaded before the sandbox exists, still single-threaded.
     #[cfg(target_os = "linux")]
-    if let Some(request) =
-        crate::audit::request(&policy, args.violations.clone(), args.annotate_stderr)
-    {
+    if let Some(request) = crate::audit::request(
+        &policy,
+        args.violations.clone(),
+        args.annotate_stderr,
+        exporter.as_ref().map(|e| e.metrics()),
+    ) {
         crate::audit::begin(request)?;
     }
     let command = SandboxCommand {
@@ -89,7 +108,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         approvals: args.approvals.clone(),
     };
     let sandbox = backend.spawn(workspace, &policy, &command)?;
-    Ok(sandbox.wait())
+    if let Some(Err(e)) = exporter.as_mut().map(|e| e.start()) {
+        eprintln!("warden: warning: {e}");
+    }
+    let code = sandbox.wait();
+    if let Some(Err(e)) = exporter.map(|e| e.finish()) {
+        eprintln!("warden: warning: {e}");
+    }
+    Ok(code)
 }
 
 /// `HOSTPORT:PORT`, both non-zero.

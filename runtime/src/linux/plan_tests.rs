@@ -275,7 +275,7 @@ fn a_glob_too_broad_to_apply_fails_the_plan() {
         .dir("/run/warden-1/tmp");
     for i in 0..(GLOB_VISIT_LIMIT / 100 + 1) {
         for j in 0..100 {
-            fs.file(&format!("/big/d{i}/f{j}"), "");
+            fs.file(format!("/big/d{i}/f{j}"), "");
         }
     }
     let e = plan_for(

@@ -225,9 +225,21 @@ pub struct AuditSettings {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MetricsSettings {
-    /// Address of the OpenMetrics endpoint, e.g. `127.0.0.1:9464`.
+    /// Serve OpenMetrics on `http://LISTEN/metrics` while a run lasts, e.g. `127.0.0.1:9464`
+    /// (`--metrics-listen`). Loopback addresses only, unless `allowRemote`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Older name of `listen` (used when `listen` is not set).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
+    /// Write the metrics to this file at the end of each run, atomically, in the Prometheus
+    /// text format of node_exporter's textfile collector (`--metrics-file`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Allow a `listen` address that is not loopback (default false: such an address is
+    /// refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_remote: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
