@@ -582,7 +582,11 @@ fn demo_run(
     fs::create_dir_all(home.join(".ssh"))?;
     fs::write(home.join(".ssh/id_rsa"), "DEMO-SECRET-KEY\n")?;
     println!("\n# the sandboxed run\n$ warden run --settings $S --cwd $P -- sh -c \"$SCRIPT\"\n{DEMO_SCRIPT}\n");
+    let violations = home.join("violations.jsonl");
     let out = warden_cmd("run")
+        .arg("--violations")
+        .arg(&violations)
+        .arg("--annotate-stderr")
         .arg("--")
         .args(["sh", "-c", DEMO_SCRIPT])
         .output()
@@ -630,9 +634,33 @@ fn demo_run(
             problems.push(what.to_string());
         }
     }
+    // The recorded violations: kernel records from eBPF (as root) and the proxy's decisions.
+    let records = fs::read_to_string(&violations).unwrap_or_default();
     println!(
-        "violation records and metrics for these refusals arrive with the auditing issue (#5)"
+        "\n# the recorded violations ({}, one JSON line each)",
+        violations.display()
     );
+    for line in records.lines().filter(|l| l.contains("\"violation\":true")) {
+        println!("{line}");
+    }
+    let mut record_checks = vec![(
+        records.contains("evil.example"),
+        "the blocked domain is recorded (layer proxy)",
+    )];
+    if is_root() {
+        record_checks.push((
+            records.contains("\"kind\":\"file-write\"") && records.contains(".bashrc"),
+            "the blocked write to ~/.bashrc is recorded by the kernel (eBPF)",
+        ));
+    } else {
+        println!("(not root: only the proxy's records; eBPF records need root)");
+    }
+    for (ok, what) in record_checks {
+        println!("{} {what}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            problems.push(what.to_string());
+        }
+    }
     Ok(problems)
 }
 
