@@ -18,6 +18,10 @@ pub struct SandboxCommand {
     /// `--approvals unix:PATH`: the control channel's socket, where requests the policy leaves
     /// to approval are asked.
     pub approvals: Option<std::path::PathBuf>,
+    /// `--violations FILE` (backends whose records do not go through `audit/`: macOS).
+    pub violations: Option<std::path::PathBuf>,
+    /// The run's metrics, when requested (backends that count themselves: macOS).
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 /// Resources a sandbox needs before its policy can be built: the private TMPDIR, which the

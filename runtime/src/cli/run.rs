@@ -106,6 +106,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         env: std::env::vars_os().collect(),
         publish: args.publish.clone(),
         approvals: args.approvals.clone(),
+        violations: args.violations.clone(),
+        metrics: exporter.as_ref().map(|e| e.metrics()),
     };
     let sandbox = backend.spawn(workspace, &policy, &command)?;
     if let Some(Err(e)) = exporter.as_mut().map(|e| e.start()) {

@@ -79,6 +79,7 @@ mod backend {
         monitor: Option<LogMonitor>,
         network: Option<NetService>,
         violations_file: Option<PathBuf>,
+        metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
         _workspace: MacosWorkspace,
     }
 
@@ -203,15 +204,18 @@ mod backend {
                     }
                 })
                 .map_err(io("starting the signal thread"))?;
-            let violations_file = policy
-                .effective
-                .str("warden.audit.violationsFile")
-                .map(|f| policy.context.cwd.join(f));
+            let violations_file = command.violations.clone().or_else(|| {
+                policy
+                    .effective
+                    .str("warden.audit.violationsFile")
+                    .map(|f| policy.context.cwd.join(f))
+            });
             Ok(MacosSandbox {
                 child,
                 monitor,
                 network,
                 violations_file,
+                metrics: command.metrics.clone(),
                 _workspace: ws,
             })
         }
@@ -236,12 +240,32 @@ mod backend {
             let pgid = Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(i32::MAX));
             let _ = nix::sys::signal::killpg(pgid, Signal::SIGKILL);
             if let Some(net) = &self.network {
-                for line in crate::net::service::blocked_summary(&net.events.events()) {
+                let events = net.events.events();
+                if let Some(metrics) = &self.metrics {
+                    for e in &events {
+                        let decision = if e.decision == crate::policy::decision::Decision::Allow {
+                            "allow"
+                        } else {
+                            "deny"
+                        };
+                        let protocol = serde_json::to_value(e.protocol)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        metrics.network_request(metrics.sandbox(), decision, &protocol);
+                    }
+                }
+                for line in crate::net::service::blocked_summary(&events) {
                     eprintln!("{line}");
                 }
             }
             if let Some(m) = self.monitor.take() {
                 let records = logstream::coalesce(m.stop());
+                if let Some(metrics) = &self.metrics {
+                    for r in &records {
+                        metrics.violation(metrics.sandbox(), r.kind.name(), r.layer, r.count);
+                    }
+                }
                 for r in &records {
                     eprintln!("warden: violation: {}", r.summary_line());
                 }
