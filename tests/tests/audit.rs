@@ -281,3 +281,54 @@ fn without_a_sink_nothing_is_loaded_and_a_clean_run_prints_no_block() {
     let out = run(&env, &[], "exit 0");
     assert!(!out.stderr.contains("audit"), "{}", out.stderr);
 }
+
+#[test]
+fn ignore_violations_drops_records_below_the_listed_paths_for_matching_commands() {
+    if !ready("ignore_violations_drops_records_below_the_listed_paths_for_matching_commands") {
+        return;
+    }
+    let env = TestEnv::new();
+    let quiet = env.root().join("quiet");
+    let loud = env.root().join("loud");
+    std::fs::create_dir_all(&quiet).unwrap();
+    std::fs::create_dir_all(&loud).unwrap();
+    let settings = settings(
+        &env,
+        &format!(
+            r#""ignoreViolations": {{ "*": ["{}"], "git push": ["{}"] }},"#,
+            quiet.display(),
+            loud.display()
+        ),
+    );
+    let file = env.root().join("violations.jsonl");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            file.to_str().unwrap(),
+        ],
+        &format!(
+            "touch {q}/a 2>/dev/null; touch {l}/b 2>/dev/null; true",
+            q = quiet.display(),
+            l = loud.display()
+        ),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let recs = records(&file);
+    // `*` applies to every command: nothing below `quiet` is recorded.
+    assert!(
+        recs.iter().all(|r| !r["target"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(quiet.to_str().unwrap())),
+        "{recs:#?}"
+    );
+    // `git push` does not match `sh -c ...`: the write below `loud` is recorded.
+    let b = loud.join("b");
+    assert!(
+        !find(&recs, "file-write", b.to_str().unwrap()).is_empty(),
+        "{recs:#?}"
+    );
+}

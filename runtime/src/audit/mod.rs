@@ -259,6 +259,9 @@ pub struct Collector {
 
 #[derive(Default)]
 struct Inner {
+    /// `ignoreViolations` paths that apply to this run's command: records whose target lies
+    /// below one are dropped (not written, counted or shown).
+    ignored: Vec<PathBuf>,
     file: Option<(PathBuf, std::fs::File)>,
     batch: Vec<ViolationRecord>,
     /// Violations over the whole run, by coalescing key, in first-seen order.
@@ -305,11 +308,27 @@ impl Collector {
 
     /// The one place every record passes (kernel and proxy): counted, then batched.
     pub fn push(&self, rec: ViolationRecord) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if rec.violation
+            && inner
+                .ignored
+                .iter()
+                .any(|p| Path::new(&rec.target).starts_with(p))
+        {
+            return;
+        }
         if let Some(m) = &self.metrics {
             count_record(m, &rec);
         }
+        inner.batch.push(rec);
+    }
+
+    /// Sets the `ignoreViolations` paths of this run (see [`ignored_paths`]).
+    pub fn set_ignored(&self, paths: Vec<PathBuf>) {
         if let Ok(mut inner) = self.inner.lock() {
-            inner.batch.push(rec);
+            inner.ignored = paths;
         }
     }
 
@@ -628,6 +647,41 @@ pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
 /// Whether a session is open (sinks requested or auditing enabled).
 pub fn active() -> bool {
     SESSION.lock().is_ok_and(|s| s.is_some())
+}
+
+/// The `ignoreViolations` paths for a command line: the entries under `*` and under every
+/// command pattern the line starts with, word for word (`"git push"` covers `git push origin
+/// main`, not `git pushx`). Relative paths are taken from the working directory.
+pub fn ignored_paths(policy: &crate::policy::merge::Policy, command_line: &str) -> Vec<PathBuf> {
+    let Some(map) = policy.effective.map_lists.get("ignoreViolations") else {
+        return Vec::new();
+    };
+    let words: Vec<&str> = command_line.split_whitespace().collect();
+    let mut out = Vec::new();
+    for (pattern, paths) in map {
+        let pat: Vec<&str> = pattern.split_whitespace().collect();
+        let applies = pattern.trim() == "*" || (!pat.is_empty() && words.starts_with(&pat));
+        if !applies {
+            continue;
+        }
+        for p in paths.iter().filter_map(|v| v.value.as_str()) {
+            out.push(crate::policy::path::expand_path(
+                p,
+                &policy.context.cwd,
+                &policy.context.home,
+            ));
+        }
+    }
+    out
+}
+
+/// Applies [`ignored_paths`] to the run's collector (a no-op without an audit session).
+pub fn set_ignored(paths: Vec<PathBuf>) {
+    if let Ok(guard) = SESSION.lock() {
+        if let Some(s) = guard.as_ref() {
+            s.collector.set_ignored(paths);
+        }
+    }
 }
 
 /// Watches the sandbox's cgroup. Errors only when auditing is required.

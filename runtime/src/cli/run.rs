@@ -100,6 +100,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         exporter.as_ref().map(|e| e.metrics()),
     ) {
         crate::audit::begin(request)?;
+        let line = args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
+        crate::audit::set_ignored(crate::audit::ignored_paths(&policy, &line));
     }
     let command = SandboxCommand {
         argv: args.command.clone(),
