@@ -332,3 +332,96 @@ fn ignore_violations_drops_records_below_the_listed_paths_for_matching_commands(
         "{recs:#?}"
     );
 }
+
+#[test]
+fn warden_violations_queries_the_file_by_kind_and_time_and_follows_it() {
+    if !ready("warden_violations_queries_the_file_by_kind_and_time_and_follows_it") {
+        return;
+    }
+    let env = TestEnv::new();
+    let settings = settings(&env, "");
+    let file = env.root().join("violations.jsonl");
+    let file_s = file.to_str().unwrap();
+    let target = env.root().join("not-writable");
+    let out = run(
+        &env,
+        &["--settings", &settings, "--violations", file_s],
+        &format!("touch {} 2>/dev/null; true", target.display()),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let query = |args: &[&str]| {
+        let mut all = vec!["violations", "--file", file_s];
+        all.extend_from_slice(args);
+        env.run(&all)
+    };
+    let writes = query(&["--kind", "file-write"]);
+    assert_eq!(writes.code, 0, "{writes:?}");
+    assert!(
+        writes
+            .stdout
+            .contains(&format!("file-write open {}", target.display())),
+        "{writes:?}"
+    );
+    assert!(writes.stdout.contains("(EROFS) [mount]"), "{writes:?}");
+    assert!(query(&["--kind", "network"]).stdout.trim().is_empty());
+    assert!(!query(&["--since", "1h"]).stdout.trim().is_empty());
+    assert!(query(&["--since", "2099-01-01T00:00:00Z"])
+        .stdout
+        .trim()
+        .is_empty());
+    // Execs are records but not violations: shown with --all only.
+    assert!(!query(&["--kind", "exec"]).stdout.contains("exec"));
+    assert!(query(&["--kind", "exec", "--all"]).stdout.contains("exec"));
+    let json = query(&["--json"]);
+    for line in json.stdout.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["violation"], true);
+    }
+    assert_eq!(query(&["--since", "yesterday"]).code, 125);
+
+    // --follow prints records appended after it started.
+    let mut follow = env
+        .command()
+        .args([
+            "violations",
+            "--file",
+            file_s,
+            "--follow",
+            "--kind",
+            "network",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        writeln!(
+            f,
+            r#"{{"time":"2099-01-01T00:00:00.000Z","kind":"network","violation":true,"operation":"connect","target":"followed.test:443","layer":"proxy"}}"#
+        )
+        .unwrap();
+    }
+    let mut stdout = follow.stdout.take().unwrap();
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut buf = [0u8; 256];
+    while !seen.contains("followed.test:443") && std::time::Instant::now() < deadline {
+        use std::io::Read;
+        let n = stdout.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert!(
+        seen.contains("network connect followed.test:443 [proxy]"),
+        "{seen}"
+    );
+}

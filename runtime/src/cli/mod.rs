@@ -9,6 +9,8 @@ mod profile_cmd;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod run;
 mod settings_cmd;
+#[cfg(target_os = "linux")]
+mod violations;
 
 use crate::policy::decision::{Layer, Provenance};
 use crate::policy::fsview::RealFs;
@@ -51,6 +53,9 @@ enum Command {
     /// Run a command in a sandbox: `warden run [OPTIONS] -- CMD ARGS...`.
     #[cfg(any(target_os = "linux", target_os = "macos"))]
     Run(run::RunArgs),
+    /// Query a violations file (`warden run --violations FILE`): by time, kind, or as it grows.
+    #[cfg(target_os = "linux")]
+    Violations(violations::ViolationsArgs),
     /// Print the sandbox profile a platform's backend applies, on any OS:
     /// `warden profile --platform macos` prints the Seatbelt profile and its -D parameters.
     Profile(profile_cmd::ProfileArgs),
@@ -169,6 +174,8 @@ pub fn run() -> i32 {
         #[cfg(any(target_os = "linux", target_os = "macos"))]
         Command::Run(args) => run::run(&args),
         Command::Profile(args) => profile_cmd::run(&args),
+        #[cfg(target_os = "linux")]
+        Command::Violations(args) => violations::run(&args),
     };
     match result {
         Ok(code) => code,
