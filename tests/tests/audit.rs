@@ -425,3 +425,47 @@ fn warden_violations_queries_the_file_by_kind_and_time_and_follows_it() {
         "{seen}"
     );
 }
+
+#[test]
+fn file_records_name_the_policy_rule_and_its_settings_file() {
+    if !ready("file_records_name_the_policy_rule_and_its_settings_file") {
+        return;
+    }
+    let env = TestEnv::new();
+    let locked = env.project().join("locked.txt");
+    std::fs::write(&locked, "keep\n").unwrap();
+    let settings = settings(
+        &env,
+        &format!(
+            r#""filesystem": {{ "denyWrite": ["{}"] }},"#,
+            locked.display()
+        ),
+    );
+    let file = env.root().join("violations.jsonl");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            file.to_str().unwrap(),
+        ],
+        "echo x > locked.txt 2>/dev/null; true",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(std::fs::read_to_string(&locked).unwrap(), "keep\n");
+    let recs = records(&file);
+    let r = one(&recs, "file-write", locked.to_str().unwrap());
+    assert_eq!(
+        r["rule"],
+        format!("filesystem.denyWrite: {:?}", locked.display().to_string()),
+        "{r:#}"
+    );
+    assert!(
+        r["provenance"]
+            .as_str()
+            .unwrap_or("")
+            .contains("audit.json"),
+        "{r:#}"
+    );
+}

@@ -22,6 +22,8 @@ fn rec(target: &str, violation: bool) -> ViolationRecord {
         errno: Some(Errno::new(13)),
         layer: Some(Layer::Dac),
         reason: None,
+        rule: None,
+        provenance: None,
         count: 1,
     }
 }

@@ -309,6 +309,13 @@ pub struct ViolationRecord {
     /// One sentence: why the layer refused, or what happened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The policy rule behind a file refusal (`filesystem.denyWrite: "~/.aws"`), when one
+    /// decides: the policy engine's answer for the same path, asked when the record is made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Where that rule came from (settings file and layer; managed settings say so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
     /// Identical records coalesced into this one.
     pub count: u64,
 }
@@ -526,6 +533,8 @@ pub struct SandboxView {
     pub protected: Vec<PathBuf>,
     /// denyRead directories (behind an empty tmpfs) and files (behind /dev/null).
     pub masked: Vec<PathBuf>,
+    /// The run's policy, to name the rule behind a file refusal.
+    pub policy: Option<std::sync::Arc<crate::policy::merge::Policy>>,
 }
 
 fn under(path: &Path, roots: &[PathBuf]) -> bool {
@@ -574,6 +583,8 @@ impl Classifier {
             errno: (ev.ret < 0).then(|| Errno::new(-ev.ret)),
             layer: None,
             reason: None,
+            rule: None,
+            provenance: None,
             count: 1,
         };
         match ev.kind {
@@ -699,6 +710,7 @@ impl Classifier {
                 "denyRead: the file is masked by /dev/null in the sandbox (reads return nothing)"
                     .into(),
             );
+            self.attach_rule(rec, &path, write);
             return;
         }
         let errno = -ev.ret;
@@ -739,6 +751,27 @@ impl Classifier {
         };
         rec.layer = Some(layer);
         rec.reason = Some(reason);
+        self.attach_rule(rec, &path, write);
+    }
+
+    /// The rule the policy engine names for the same path and access, when one decides.
+    fn attach_rule(&self, rec: &mut ViolationRecord, path: &Path, write: bool) {
+        let Some(policy) = &self.view.policy else {
+            return;
+        };
+        if !path.is_absolute() {
+            return;
+        }
+        let access = if write {
+            crate::policy::path::Access::Write
+        } else {
+            crate::policy::path::Access::Read
+        };
+        let verdict = policy.check_path(&crate::policy::fsview::RealFs, path, access);
+        if let Some(rule) = verdict.rule {
+            rec.rule = Some(format!("{}: {:?}", rule.list, &*rule.entry));
+            rec.provenance = Some(rule.provenance.to_string());
+        }
     }
 }
 
@@ -786,6 +819,11 @@ pub fn from_net_event(sandbox: &str, ev: &NetEvent) -> ViolationRecord {
         errno: None,
         layer: violation.then_some(Layer::Proxy),
         reason: Some(ev.reason.clone()),
+        rule: ev
+            .rule
+            .as_ref()
+            .map(|r| format!("{}: {:?}", r.list, &*r.entry)),
+        provenance: ev.rule.as_ref().map(|r| r.provenance.to_string()),
         count: 1,
     }
 }

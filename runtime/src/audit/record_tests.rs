@@ -55,6 +55,7 @@ fn view() -> SandboxView {
         ],
         protected: vec![PathBuf::from("/home/u/project/.git/hooks")],
         masked: vec![PathBuf::from("/home/u/.ssh")],
+        policy: None,
     }
 }
 

@@ -153,7 +153,11 @@ impl Backend for LinuxBackend {
         }
         match spawn::start(&plan, cgroup) {
             Ok(mut inner) => {
-                crate::audit::start_reader(crate::audit::view_of_plan(&plan));
+                crate::audit::start_reader({
+                    let mut view = crate::audit::view_of_plan(&plan);
+                    view.policy = Some(std::sync::Arc::new(policy.clone()));
+                    view
+                });
                 // The sandbox exists: from here on threads are fine. Its pid 1 hands over the
                 // proxy's listeners before it starts the command.
                 let network = match (inner.net_channel.take(), &plan.network) {
