@@ -339,17 +339,12 @@ impl ViolationRecord {
 
     /// One line for the `<sandbox_violations>` block.
     pub fn summary_line(&self) -> String {
-        let mut s = format!(
-            "{} {} {}",
-            kind_name(self.kind),
-            self.operation,
-            self.target
-        );
+        let mut s = format!("{} {} {}", self.kind.name(), self.operation, self.target);
         if let Some(e) = &self.errno {
             s.push_str(&format!(" ({})", e.name));
         }
         if let Some(l) = self.layer {
-            s.push_str(&format!(" [{}]", layer_name(l)));
+            s.push_str(&format!(" [{}]", l.name()));
         }
         if let Some(c) = &self.comm {
             s.push_str(&format!(" by {c}"));
@@ -358,32 +353,6 @@ impl ViolationRecord {
             s.push_str(&format!(" ×{}", self.count));
         }
         s
-    }
-}
-
-pub fn kind_name(k: Kind) -> &'static str {
-    match k {
-        Kind::FileRead => "file-read",
-        Kind::FileWrite => "file-write",
-        Kind::Exec => "exec",
-        Kind::Network => "network",
-        Kind::UnixSocket => "unix-socket",
-        Kind::Process => "process",
-        Kind::Mount => "mount",
-        Kind::Syscall => "syscall",
-    }
-}
-
-pub fn layer_name(l: Layer) -> &'static str {
-    match l {
-        Layer::Mount => "mount",
-        Layer::Landlock => "landlock",
-        Layer::Seccomp => "seccomp",
-        Layer::Proxy => "proxy",
-        Layer::Lsm => "lsm",
-        Layer::Netns => "netns",
-        Layer::Dac => "dac",
-        Layer::Ebpf => "ebpf",
     }
 }
 
