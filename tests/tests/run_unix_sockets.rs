@@ -157,6 +157,9 @@ fn an_allowed_socket_the_sandbox_could_replace_is_not_honoured() {
             std::env::var("CI").as_deref() != Ok("true"),
             "needs root under CI"
         );
+        eprintln!(
+            "\n*** SKIPPED an_allowed_socket_the_sandbox_could_replace_is_not_honoured: not root ***\n"
+        );
         return;
     }
     let env = TestEnv::new();
