@@ -165,6 +165,17 @@ pub enum ReasonKind {
     CommandExcluded,
     CommandUnsandboxed,
     SandboxDisabled,
+    // the beforeCommand hook
+    HookAllowed,
+    HookDenied,
+    HookAsk,
+    HookFailed,
+    // tools
+    ToolAllowed,
+    ToolDenied,
+    ToolNoEffects,
+    ToolUnknownEffect,
+    ToolExternalService,
 }
 
 /// A reference to the rule that decided.

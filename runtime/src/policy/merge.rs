@@ -12,6 +12,7 @@ use super::fsview::FsView;
 use super::mandatory::Mandatory;
 use super::path::{PathPattern, PathRules, WritableRoot};
 use super::settings::{AutoRunMode, Mode, SandboxSettings};
+use super::tool::ToolRules;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -200,6 +201,8 @@ pub struct Policy {
     pub commands: CommandRules,
     pub unix_sockets: Vec<Rule<PathBuf>>,
     pub env_deny: Vec<Rule<String>>,
+    /// `warden.tools`: which agent tools may run.
+    pub tools: ToolRules,
     pub mode: Mode,
     pub approvals: Arc<SessionApprovals>,
 }
@@ -355,8 +358,11 @@ impl Policy {
             .and_then(|s| serde_json::from_value::<Mode>(Value::String(s.into())).ok())
             .unwrap_or(Mode::PerCommand);
 
+        let tools = ToolRules::from_effective(eff)?;
+
         Ok(Policy {
             env_deny: eff.strings("warden.env.deny"),
+            tools,
             paths,
             domains,
             commands,
@@ -445,5 +451,10 @@ impl Policy {
         req: &super::command::CommandRequest<'_>,
     ) -> super::command::CommandVerdict {
         self.commands.decide(req)
+    }
+
+    /// May an agent tool declaring these side effects run? Never requires approval.
+    pub fn check_tool<S: AsRef<str>>(&self, name: &str, effects: &[S]) -> super::tool::ToolVerdict {
+        self.tools.decide(name, effects)
     }
 }

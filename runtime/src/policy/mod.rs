@@ -8,12 +8,14 @@ pub mod cursor;
 pub mod decision;
 pub mod domain;
 pub mod fsview;
+pub mod hook;
 pub mod load;
 pub mod mandatory;
 pub mod merge;
 pub mod path;
 pub mod settings;
 pub mod shell;
+pub mod tool;
 
 pub use decision::{Decision, Layer, Provenance, ReasonKind, Rule, RuleRef, Verdict};
 pub use settings::SandboxSettings;

@@ -171,6 +171,9 @@ pub struct WardenSettings {
     pub env: Option<EnvSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commands: Option<CommandSettings>,
+    /// Which agent tools may run, by the side effects they declare (`warden check --tool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolSettings>,
 }
 
 /// warden's network additions (`warden.network`).
@@ -256,9 +259,30 @@ pub struct ApprovalSettings {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HookSettings {
-    /// Executable consulted before a command runs; answers allow | deny | ask.
+    /// Executable consulted before a command runs; answers allow | deny | ask. A relative
+    /// path is relative to the directory of the settings file that names it. It reads
+    /// `{"command", "cwd", "sandboxed", "session"}` as JSON on stdin and prints
+    /// `{"decision": "allow"|"deny"|"ask", "reason": "..."}` (or the bare word). It can only
+    /// make a decision stricter; a failure, a timeout or unreadable output denies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub before_command: Option<String>,
+    /// Seconds the hook may take before it is killed and the command denied (default 10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Tool policy (`warden.tools`): a tool runs only if every side effect it declares is one the
+/// sandbox enforces. `external-service` (MCP servers, connectors) leaves through channels
+/// warden cannot filter and is denied unless the tool is listed in `allowExternal`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolSettings {
+    /// Tool names (globs such as `mcp__github__*`) allowed the `external-service` effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_external: Option<Vec<String>>,
+    /// Tool names (globs) that are always denied, whatever they declare.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deny: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
