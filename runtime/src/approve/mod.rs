@@ -157,6 +157,7 @@ impl Approvals {
         let answer = tokio::time::timeout(self.timeout, self.approver.ask(request))
             .await
             .ok();
+        crate::metrics::count_approval(RequestKind::Network, answer);
         match answer {
             Some(Answer::AllowOnce) => {
                 self.session.approve_domain(host);

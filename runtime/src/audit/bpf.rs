@@ -27,7 +27,7 @@ mod skel {
 }
 
 /// The cgroup programs: attached per sandbox, to its cgroup directory.
-const CGROUP_PROGRAMS: [&str; 3] = ["connect4", "connect6", "connect_unix"];
+pub const CGROUP_PROGRAMS: [&str; 3] = ["connect4", "connect6", "connect_unix"];
 
 /// `UNIX_KEY_LEN` of warden.bpf.h, and the kernel's sun_path size.
 const UNIX_KEY_LEN: usize = 128;
@@ -47,6 +47,8 @@ pub struct Programs {
     pub load_time: Duration,
     /// Tracepoint programs attached.
     pub attached: usize,
+    /// Their names (the C function names: `sys_enter`, `sys_exit`, `sched_exec`).
+    pub attached_names: Vec<String>,
     /// Syscall tracepoints this kernel lacks (e.g. `open` on arm64): not loaded.
     pub missing: Vec<String>,
 }
@@ -97,6 +99,7 @@ impl Programs {
             ))
         })?;
         let mut links = Vec::new();
+        let mut attached_names = Vec::new();
         for prog in skel.object_mut().progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
             let section = prog.section().to_string_lossy().into_owned();
@@ -108,6 +111,7 @@ impl Programs {
                 reason: e.to_string(),
             })?;
             links.push(link);
+            attached_names.push(name);
         }
         let attached = links.len();
         Ok(Programs {
@@ -117,6 +121,7 @@ impl Programs {
             level: None,
             load_time: start.elapsed(),
             attached,
+            attached_names,
             missing,
         })
     }
@@ -214,29 +219,39 @@ impl Programs {
 
     /// The drop counters summed over CPUs: `[ring buffer full, per-thread map full]`.
     pub fn drops(&self) -> Result<[u64; 2], AuditError> {
-        let mut out = [0u64; 2];
-        for (slot, total) in out.iter_mut().enumerate() {
-            let key = u32::try_from(slot).unwrap_or(0).to_ne_bytes();
-            let per_cpu = self
-                .skel
-                .maps
-                .drops
-                .lookup_percpu(&key, MapFlags::ANY)
-                .map_err(|e| AuditError::Map(format!("reading the drop counters: {e}")))?
-                .unwrap_or_default();
-            *total = per_cpu
-                .iter()
-                .map(|v| {
-                    let mut b = [0u8; 8];
-                    if let Some(src) = v.get(..8) {
-                        b.copy_from_slice(src);
-                    }
-                    u64::from_ne_bytes(b)
-                })
-                .sum();
-        }
-        Ok(out)
+        read_drops(&self.skel.maps.drops)
     }
+
+    /// A handle on the drop counters (a duplicated descriptor), for the reader thread to
+    /// read them during the run ([`read_drops`]).
+    pub fn drops_handle(&self) -> Result<MapHandle, AuditError> {
+        MapHandle::try_from(&self.skel.maps.drops)
+            .map_err(|e| AuditError::Map(format!("duplicating the drop counters' descriptor: {e}")))
+    }
+}
+
+/// The drop counters of `map` (the `drops` map) summed over CPUs: `[ring buffer full,
+/// per-thread map full]`.
+pub fn read_drops(map: &impl MapCore) -> Result<[u64; 2], AuditError> {
+    let mut out = [0u64; 2];
+    for (slot, total) in out.iter_mut().enumerate() {
+        let key = u32::try_from(slot).unwrap_or(0).to_ne_bytes();
+        let per_cpu = map
+            .lookup_percpu(&key, MapFlags::ANY)
+            .map_err(|e| AuditError::Map(format!("reading the drop counters: {e}")))?
+            .unwrap_or_default();
+        *total = per_cpu
+            .iter()
+            .map(|v| {
+                let mut b = [0u8; 8];
+                if let Some(src) = v.get(..8) {
+                    b.copy_from_slice(src);
+                }
+                u64::from_ne_bytes(b)
+            })
+            .sum();
+    }
+    Ok(out)
 }
 
 /// The level of cgroup `dir` in the cgroup v2 hierarchy (the root is 0), which

@@ -252,7 +252,8 @@ mod backend {
                             .ok()
                             .and_then(|v| v.as_str().map(str::to_string))
                             .unwrap_or_default();
-                        metrics.network_request(metrics.sandbox(), decision, &protocol);
+                        metrics.network_request(decision, &protocol);
+                        metrics.network_bytes(e.bytes_up, e.bytes_down);
                     }
                 }
                 for line in crate::net::service::blocked_summary(&events) {
@@ -263,7 +264,7 @@ mod backend {
                 let records = logstream::coalesce(m.stop());
                 if let Some(metrics) = &self.metrics {
                     for r in &records {
-                        metrics.violation(metrics.sandbox(), r.kind.name(), r.layer, r.count);
+                        metrics.violation(r.kind.name(), &r.operation, r.layer, r.count);
                     }
                 }
                 for r in &records {

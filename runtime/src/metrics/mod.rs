@@ -1,28 +1,33 @@
-//! Prometheus metrics of one `warden run` (issue #5): violations, network requests, execs,
-//! audit losses and whether the sandbox runs, from the same records the audit layer writes.
+//! Prometheus metrics of one `warden run` (issue #5): violations, network requests and bytes,
+//! the sandbox's start, the eBPF programs and their events, approvals.
 //!
-//! - [`Metrics`]: the registry (prometheus-client) and its counters; fed by the audit
-//!   layer's choke points (`audit::Collector::push` for every record, `audit::ProxySink`
-//!   for every proxy decision, `audit::finish` for losses).
-//! - [`request`]: what `warden run` asks for (`--metrics-file`, `--metrics-listen`,
+//! - [`Metrics`]: the registry (prometheus-client) and its series; fed at the choke points:
+//!   `audit::Collector::push` (every record), `audit::ProxySink` (every proxy decision and
+//!   the bytes tunnels and forwarded bodies move), the audit reader (eBPF events and drops),
+//!   `audit::begin`/`watch` (programs attached), `approve::Approvals` (answers) through the
+//!   process-wide [`installed`] registry, and [`Exporter::start`] (the start).
+//! - [`request`]: what `warden run` asks for (`--metrics-file`, `--metrics-addr`,
 //!   `warden.metrics.*`), checked before the sandbox exists (a remote listen address is
 //!   refused unless `warden.metrics.allowRemote`).
-//! - [`Exporter`]: binds the listener before the sandbox exists, serves `GET /metrics` on
-//!   its own thread once it runs, and writes the text file atomically at the end.
+//! - [`Exporter`]: binds the listener before the sandbox exists, serves `GET /metrics` and
+//!   `/healthz` on its own thread once it runs, and writes the text file atomically at the end.
 //!
-//! Labels are bounded: kinds and layers are fixed sets, `sandbox` is one value per run
-//! (`warden-<pid>`); no paths, hosts or pids become labels. docs/metrics.md lists them.
+//! Labels are bounded by construction: every label value is one of the `&'static str` sets
+//! below ([`KINDS`], [`OPERATIONS`], ...), anything else becomes `other`; no paths, hosts,
+//! sandbox names or pids become labels. docs/metrics.md lists them.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
     #[error("metrics listen address {0:?}: expected IP:PORT, e.g. 127.0.0.1:9464")]
@@ -51,68 +56,233 @@ pub enum MetricsError {
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+// ---------------------------------------------------------------------------------------------
+// The bounded label values. A value outside its set is counted under the set's fallback.
+
+/// `kind` of `warden_violations_total` (the records' kinds, Linux and macOS alike).
+pub const KINDS: [&str; 9] = [
+    "file-read",
+    "file-write",
+    "exec",
+    "network",
+    "unix-socket",
+    "process",
+    "mount",
+    "syscall",
+    "other",
+];
+
+/// `layer` of `warden_violations_total`: Linux's layers, macOS's `seatbelt`, and `unknown`
+/// for a record that names none.
+pub const LAYERS: [&str; 10] = [
+    "mount", "landlock", "seccomp", "proxy", "netns", "dac", "ebpf", "lsm", "seatbelt", "unknown",
+];
+
+/// `operation` of `warden_violations_total`: the system calls the eBPF programs record, the
+/// calls warden's seccomp filter refuses, the proxy's request types, and `other` for anything
+/// else (an unknown call, Seatbelt's operation names).
+pub const OPERATIONS: [&str; 51] = [
+    // Files (the eBPF programs' file operations).
+    "open",
+    "creat",
+    "unlink",
+    "rename",
+    "link",
+    "symlink",
+    "mkdir",
+    "rmdir",
+    "chmod",
+    "chown",
+    "truncate",
+    "utimes",
+    "setxattr",
+    "mknod",
+    // Sockets and exec.
+    "connect",
+    "socket",
+    "exec",
+    // Calls warden's seccomp filter refuses.
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsmount",
+    "fspick",
+    "fsconfig",
+    "mount_setattr",
+    "unshare",
+    "setns",
+    "io_uring_setup",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "kexec_load",
+    "init_module",
+    "finit_module",
+    "open_by_handle_at",
+    "personality",
+    // The proxy's requests.
+    "http",
+    "connect-tunnel",
+    "socks5",
+    "dns",
+    // Seatbelt's most common refusals.
+    "file-read-data",
+    "file-write-create",
+    "other",
+];
+
+/// `protocol` of `warden_network_requests_total`.
+pub const PROTOCOLS: [&str; 4] = ["http", "connect", "socks5", "dns"];
+
+/// `direction` of `warden_network_bytes_total`: `up` from the sandbox to the destination,
+/// `down` back.
+pub const DIRECTIONS: [&str; 2] = ["up", "down"];
+
+/// `reason` of `warden_bpf_events_dropped_total`.
+pub const DROP_REASONS: [&str; 3] = ["ring-buffer-full", "pending-map-full", "undecodable"];
+
+/// `program` of `warden_bpf_programs_loaded`: the programs of `ebpf/warden.bpf.c`.
+pub const PROGRAMS: [&str; 7] = [
+    "sys_enter",
+    "sys_exit",
+    "sched_exec",
+    "connect4",
+    "connect6",
+    "connect_unix",
+    "other",
+];
+
+/// `kind` of `warden_approvals_total` (the control channel's request kinds).
+pub const APPROVAL_KINDS: [&str; 4] = ["network", "filesystem-read", "filesystem-write", "command"];
+
+/// `decision` of `warden_approvals_total`: the approver's answers, `timeout` (nobody
+/// answered in time: denied) and `no-approver` (nobody to ask: denied at once).
+pub const APPROVAL_DECISIONS: [&str; 5] = [
+    "allow-once",
+    "allow-always",
+    "deny",
+    "timeout",
+    "no-approver",
+];
+
+/// Upper bounds (seconds) of `warden_sandbox_start_seconds`' buckets.
+pub const START_BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// `value` if it is in `set`, else `fallback`: the one way a label value is chosen.
+fn bounded(value: &str, set: &[&'static str], fallback: &'static str) -> &'static str {
+    set.iter()
+        .copied()
+        .find(|s| *s == value)
+        .unwrap_or(fallback)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Label sets: `&'static str` only, so nothing but the sets above can become a label.
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ViolationLabels {
-    kind: String,
-    layer: String,
-    sandbox: String,
+    kind: &'static str,
+    operation: &'static str,
+    layer: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    decision: String,
-    protocol: String,
-    sandbox: String,
+    decision: &'static str,
+    protocol: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SandboxLabels {
-    sandbox: String,
+struct DirectionLabels {
+    direction: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DropLabels {
-    sandbox: String,
-    reason: String,
+struct ResultLabels {
+    result: &'static str,
 }
 
-/// The registry of one run. Cheap to update from any thread.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProgramLabels {
+    program: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApprovalLabels {
+    kind: &'static str,
+    decision: &'static str,
+}
+
+/// The registry of one run. Cheap to update from any thread: every update is an atomic
+/// add (plus, for families, a read lock and a hash lookup of `&'static str` labels).
 pub struct Metrics {
     registry: Registry,
-    sandbox: String,
     violations: Family<ViolationLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
-    execs: Family<SandboxLabels, Counter>,
-    dropped: Family<DropLabels, Counter>,
-    running: Family<SandboxLabels, Gauge>,
+    /// `warden_network_bytes_total{direction="up"}` and `"down"`, resolved once: the proxy
+    /// adds to them on every splice.
+    bytes_up: Counter,
+    bytes_down: Counter,
+    execs: Counter,
+    active: Gauge,
+    starts: Family<ResultLabels, Counter>,
+    start_seconds: Histogram,
+    bpf_events: Counter,
+    bpf_dropped: Family<ReasonLabels, Counter>,
+    programs: Family<ProgramLabels, Gauge>,
+    approvals: Family<ApprovalLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics")
-            .field("sandbox", &self.sandbox)
-            .finish_non_exhaustive()
+        f.debug_struct("Metrics").finish_non_exhaustive()
     }
 }
 
-/// Reasons of `warden_audit_events_dropped_total`.
-pub const DROP_REASONS: [&str; 3] = ["ring-buffer-full", "pending-map-full", "undecodable"];
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
 
 impl Metrics {
-    /// An empty registry for `sandbox` (the label of the run's own series: `warden-<pid>`).
-    /// The run's execs and the running gauge exist from the start, at 0.
-    pub fn new(sandbox: impl Into<String>) -> Metrics {
-        let sandbox = sandbox.into();
+    /// An empty registry. Series with a small fixed label set exist from the start, at 0
+    /// (`warden_sandboxes_active`, both `warden_sandbox_starts_total` results, both byte
+    /// directions, the histogram, execs and eBPF events); the others appear with their first
+    /// count.
+    pub fn new() -> Metrics {
         let mut registry = Registry::default();
         let violations = Family::<ViolationLabels, Counter>::default();
         let requests = Family::<RequestLabels, Counter>::default();
-        let execs = Family::<SandboxLabels, Counter>::default();
-        let dropped = Family::<DropLabels, Counter>::default();
-        let running = Family::<SandboxLabels, Gauge>::default();
+        let bytes = Family::<DirectionLabels, Counter>::default();
+        let execs = Counter::default();
+        let active = Gauge::default();
+        let starts = Family::<ResultLabels, Counter>::default();
+        let start_seconds = Histogram::new(START_BUCKETS);
+        let bpf_events = Counter::default();
+        let bpf_dropped = Family::<ReasonLabels, Counter>::default();
+        let programs = Family::<ProgramLabels, Gauge>::default();
+        let approvals = Family::<ApprovalLabels, Counter>::default();
         // Counters get their `_total` suffix from the encoder.
         registry.register(
             "warden_violations",
-            "What the sandbox refused, by kind of attempt and the layer that refused it",
+            "What the sandbox refused: one per refused attempt, by kind, operation and the layer that refused it",
             violations.clone(),
         );
         registry.register(
@@ -121,90 +291,170 @@ impl Metrics {
             requests.clone(),
         );
         registry.register(
+            "warden_network_bytes",
+            "Bytes warden's proxy moved for the sandbox (tunnels, forwarded bodies): up to the destination, down back",
+            bytes.clone(),
+        );
+        registry.register(
+            "warden_sandboxes_active",
+            "Sandboxes running: 1 while the run's command runs, 0 before and after",
+            active.clone(),
+        );
+        registry.register(
+            "warden_sandbox_starts",
+            "Sandbox starts, by result (ok: the command was started; error: the sandbox could not be created)",
+            starts.clone(),
+        );
+        registry.register_with_unit(
+            "warden_sandbox_start",
+            "Time from warden's start to the sandbox running its command",
+            Unit::Seconds,
+            start_seconds.clone(),
+        );
+        registry.register(
             "warden_execs",
-            "Binaries executed in the sandbox (kernel exec records)",
+            "Binaries executed in the sandbox (kernel exec records; needs the eBPF programs)",
             execs.clone(),
         );
         registry.register(
-            "warden_audit_events_dropped",
-            "Audit events lost (ring buffer full, per-thread map full, undecodable)",
-            dropped.clone(),
+            "warden_bpf_events",
+            "Events the eBPF programs delivered through their ring buffer",
+            bpf_events.clone(),
         );
         registry.register(
-            "warden_sandbox_running",
-            "1 while the sandbox's command runs, 0 once it ended",
-            running.clone(),
+            "warden_bpf_events_dropped",
+            "eBPF events lost, by reason (ring buffer full, per-thread map full, undecodable)",
+            bpf_dropped.clone(),
         );
-        let m = Metrics {
+        registry.register(
+            "warden_bpf_programs_loaded",
+            "1 for each eBPF program warden attached for this run",
+            programs.clone(),
+        );
+        registry.register(
+            "warden_approvals",
+            "Approval decisions, by kind of request and decision",
+            approvals.clone(),
+        );
+        for result in ["ok", "error"] {
+            drop(starts.get_or_create_owned(&ResultLabels { result }));
+        }
+        let [up, down] = DIRECTIONS;
+        let bytes_up = bytes.get_or_create_owned(&DirectionLabels { direction: up });
+        let bytes_down = bytes.get_or_create_owned(&DirectionLabels { direction: down });
+        Metrics {
             registry,
-            sandbox,
             violations,
             requests,
+            bytes_up,
+            bytes_down,
             execs,
-            dropped,
-            running,
-        };
-        m.exec(&m.sandbox, 0);
-        m.set_running(false);
-        m
-    }
-
-    pub fn sandbox(&self) -> &str {
-        &self.sandbox
-    }
-
-    fn own(&self) -> SandboxLabels {
-        SandboxLabels {
-            sandbox: self.sandbox.clone(),
+            active,
+            starts,
+            start_seconds,
+            bpf_events,
+            bpf_dropped,
+            programs,
+            approvals,
         }
     }
 
-    /// `count` violations of `kind` refused by `layer`.
-    pub fn violation(&self, sandbox: &str, kind: &str, layer: &str, count: u64) {
+    /// `count` refusals of `kind` (a record's kind), `operation` (its system call or request)
+    /// by `layer`; values outside [`KINDS`], [`OPERATIONS`], [`LAYERS`] count as `other`
+    /// (`unknown` for the layer).
+    pub fn violation(&self, kind: &str, operation: &str, layer: &str, count: u64) {
         self.violations
             .get_or_create(&ViolationLabels {
-                kind: kind.to_string(),
-                layer: layer.to_string(),
-                sandbox: sandbox.to_string(),
+                kind: bounded(kind, &KINDS, "other"),
+                operation: bounded(operation, &OPERATIONS, "other"),
+                layer: bounded(layer, &LAYERS, "unknown"),
             })
             .inc_by(count);
     }
 
     /// `count` binaries executed.
-    pub fn exec(&self, sandbox: &str, count: u64) {
-        self.execs
-            .get_or_create(&SandboxLabels {
-                sandbox: sandbox.to_string(),
-            })
-            .inc_by(count);
+    pub fn exec(&self, count: u64) {
+        self.execs.inc_by(count);
     }
 
-    /// One proxy or DNS decision (`allow` or `deny`) for a request of `protocol`.
-    pub fn network_request(&self, sandbox: &str, decision: &str, protocol: &str) {
+    /// One proxy or DNS decision (`allow`, anything else is `deny`) for a request of
+    /// `protocol` (one of [`PROTOCOLS`]).
+    pub fn network_request(&self, decision: &str, protocol: &str) {
         self.requests
             .get_or_create(&RequestLabels {
-                decision: decision.to_string(),
-                protocol: protocol.to_string(),
-                sandbox: sandbox.to_string(),
+                decision: if decision == "allow" { "allow" } else { "deny" },
+                protocol: bounded(protocol, &PROTOCOLS, "other"),
             })
             .inc();
     }
 
-    /// `count` audit events lost for `reason` (one of [`DROP_REASONS`]); a count of 0 still
-    /// creates the series, so `rate()` and alerts see it from the first scrape.
-    pub fn dropped(&self, reason: &str, count: u64) {
-        self.dropped
-            .get_or_create(&DropLabels {
-                sandbox: self.sandbox.clone(),
-                reason: reason.to_string(),
-            })
-            .inc_by(count);
+    /// Bytes the proxy moved: `up` towards the destination, `down` back to the sandbox.
+    /// Two atomic adds; called on every splice of a tunnel.
+    pub fn network_bytes(&self, up: u64, down: u64) {
+        if up > 0 {
+            self.bytes_up.inc_by(up);
+        }
+        if down > 0 {
+            self.bytes_down.inc_by(down);
+        }
     }
 
-    pub fn set_running(&self, running: bool) {
-        self.running
-            .get_or_create(&self.own())
-            .set(i64::from(running));
+    /// The sandbox runs its command, `startup` after warden started.
+    pub fn sandbox_started(&self, startup: Duration) {
+        self.starts
+            .get_or_create(&ResultLabels { result: "ok" })
+            .inc();
+        self.start_seconds.observe(startup.as_secs_f64());
+    }
+
+    /// The sandbox could not be created.
+    pub fn sandbox_start_failed(&self) {
+        self.starts
+            .get_or_create(&ResultLabels { result: "error" })
+            .inc();
+    }
+
+    pub fn set_active(&self, active: bool) {
+        self.active.set(i64::from(active));
+    }
+
+    /// One event read from the eBPF programs' ring buffer.
+    pub fn bpf_event(&self) {
+        self.bpf_events.inc();
+    }
+
+    /// The run's total of eBPF events lost for `reason` (one of [`DROP_REASONS`]) so far. The
+    /// kernel's counters only grow, so the series is raised to `total` (a smaller value is
+    /// ignored) and reading them again is harmless; a total of 0 still creates the series, so
+    /// `rate()` and alerts see it from the first scrape.
+    pub fn set_bpf_dropped(&self, reason: &str, total: u64) {
+        let labels = ReasonLabels {
+            reason: bounded(reason, &DROP_REASONS, "undecodable"),
+        };
+        self.bpf_dropped
+            .get_or_create(&labels)
+            .inner()
+            .fetch_max(total, Ordering::Relaxed);
+    }
+
+    /// eBPF `program` (one of [`PROGRAMS`]) is attached for this run.
+    pub fn program_loaded(&self, program: &str) {
+        self.programs
+            .get_or_create(&ProgramLabels {
+                program: bounded(program, &PROGRAMS, "other"),
+            })
+            .set(1);
+    }
+
+    /// One approval decision: `kind` from [`APPROVAL_KINDS`], `decision` from
+    /// [`APPROVAL_DECISIONS`].
+    pub fn approval(&self, kind: &str, decision: &str) {
+        self.approvals
+            .get_or_create(&ApprovalLabels {
+                kind: bounded(kind, &APPROVAL_KINDS, "network"),
+                decision: bounded(decision, &APPROVAL_DECISIONS, "deny"),
+            })
+            .inc();
     }
 
     /// The OpenMetrics text exposition (what `/metrics` serves), ending in `# EOF`.
@@ -242,6 +492,62 @@ impl Metrics {
         set_readable(tmp.as_file()).map_err(err)?;
         tmp.persist(path).map_err(|e| err(e.error))?;
         Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The process-wide registry: one `warden run` is one process and one registry. Code that has
+// no path to the run's `Arc<Metrics>` (the approval pipeline) counts through it.
+
+static INSTALLED: RwLock<Option<Arc<Metrics>>> = RwLock::new(None);
+
+/// Makes `metrics` the process's registry ([`Exporter::open`] does).
+pub fn install(metrics: Arc<Metrics>) {
+    if let Ok(mut slot) = INSTALLED.write() {
+        *slot = Some(metrics);
+    }
+}
+
+/// The process's registry, when metrics were asked for.
+pub fn installed() -> Option<Arc<Metrics>> {
+    INSTALLED.read().ok().and_then(|m| m.clone())
+}
+
+/// The kebab-case name of an approval request kind (as the control channel spells it).
+pub fn approval_kind(kind: crate::approve::RequestKind) -> &'static str {
+    use crate::approve::RequestKind;
+    match kind {
+        RequestKind::Network => "network",
+        RequestKind::FilesystemRead => "filesystem-read",
+        RequestKind::FilesystemWrite => "filesystem-write",
+        RequestKind::Command => "command",
+    }
+}
+
+/// The `decision` label of an approver's answer; `None` is a question nobody answered in
+/// time.
+pub fn approval_decision(answer: Option<crate::approve::Answer>) -> &'static str {
+    use crate::approve::Answer;
+    match answer {
+        Some(Answer::AllowOnce) => "allow-once",
+        Some(Answer::AllowAlways) => "allow-always",
+        Some(Answer::Deny) => "deny",
+        None => "timeout",
+    }
+}
+
+/// An approver answered a question of `kind` (`None`: nobody answered in time); counted in
+/// the process's registry, if any. The approval pipeline's one hook.
+pub fn count_approval(kind: crate::approve::RequestKind, answer: Option<crate::approve::Answer>) {
+    if let Some(m) = installed() {
+        m.approval(approval_kind(kind), approval_decision(answer));
+    }
+}
+
+/// A question of `kind` with nobody attached to ask: denied at once.
+pub fn count_unanswerable(kind: crate::approve::RequestKind) {
+    if let Some(m) = installed() {
+        m.approval(approval_kind(kind), "no-approver");
     }
 }
 
@@ -285,8 +591,8 @@ pub fn openmetrics_to_prometheus(text: &str) -> String {
     out
 }
 
-/// What `warden run` asks for: `--metrics-file` / `warden.metrics.file`, `--metrics-listen` /
-/// `warden.metrics.listen`.
+/// What `warden run` asks for: `--metrics-file` / `warden.metrics.file`, `--metrics-addr`
+/// (alias `--metrics-listen`) / `warden.metrics.listen` or `warden.metrics.addr`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetricsRequest {
     pub file: Option<PathBuf>,
@@ -345,7 +651,8 @@ struct Server {
 impl Exporter {
     /// Binds the listen address now (before the sandbox exists, so a taken port fails the
     /// run with exit 125); starts no thread.
-    pub fn open(request: MetricsRequest, sandbox: &str) -> Result<Exporter, MetricsError> {
+    /// The registry is installed as the process's ([`install`]).
+    pub fn open(request: MetricsRequest) -> Result<Exporter, MetricsError> {
         let listener = match request.listen {
             Some(addr) => {
                 let l = std::net::TcpListener::bind(addr)
@@ -360,8 +667,10 @@ impl Exporter {
             }
             None => None,
         };
+        let metrics = Arc::new(Metrics::new());
+        install(metrics.clone());
         Ok(Exporter {
-            metrics: Arc::new(Metrics::new(sandbox)),
+            metrics,
             file: request.file,
             listener,
             server: None,
@@ -377,9 +686,11 @@ impl Exporter {
         self.listener.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// The sandbox runs: sets the gauge and starts serving (threads are fine from here on).
-    pub fn start(&mut self) -> Result<(), MetricsError> {
-        self.metrics.set_running(true);
+    /// The sandbox runs its command, `startup` after warden started: counts the start, sets
+    /// the gauge and starts serving (threads are fine from here on).
+    pub fn start(&mut self, startup: Duration) -> Result<(), MetricsError> {
+        self.metrics.sandbox_started(startup);
+        self.metrics.set_active(true);
         if let Some(listener) = self.listener.take() {
             self.server = Some(serve(listener, self.metrics.clone())?);
         }
@@ -389,7 +700,7 @@ impl Exporter {
     /// The command ended (and the audit layer drained): clears the gauge, stops serving and
     /// writes the file.
     pub fn finish(mut self) -> Result<(), MetricsError> {
-        self.metrics.set_running(false);
+        self.metrics.set_active(false);
         if let Some(server) = self.server.take() {
             let _ = server.stop.send(());
             let _ = server.thread.join();
@@ -398,6 +709,13 @@ impl Exporter {
             Some(path) => self.metrics.write_file(path),
             None => Ok(()),
         }
+    }
+
+    /// The sandbox could not be created: counts the failure and writes the file (nothing
+    /// was served).
+    pub fn start_failed(self) -> Result<(), MetricsError> {
+        self.metrics.sandbox_start_failed();
+        self.finish()
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::policy::decision::{Decision, ReasonKind, RuleRef, Verdict};
 use serde::Serialize;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How the sandbox asked.
@@ -99,12 +100,19 @@ pub fn now_ms() -> u64 {
 /// async tasks.
 pub trait EventSink: Send + Sync {
     fn record(&self, event: NetEvent);
+
+    /// Bytes an allowed connection moved just now: `up` from the sandbox to the destination,
+    /// `down` back (the metrics count them live; the connection's event carries its totals
+    /// when it ends). Called on every splice of a tunnel: it must be cheap.
+    fn transferred(&self, _up: u64, _down: u64) {}
 }
 
-/// Keeps every event in memory (the run summary, tests).
+/// Keeps every event in memory (the run summary, tests), and the bytes transferred.
 #[derive(Default)]
 pub struct MemorySink {
     events: Mutex<Vec<NetEvent>>,
+    up: AtomicU64,
+    down: AtomicU64,
 }
 
 impl MemorySink {
@@ -122,6 +130,14 @@ impl MemorySink {
             .filter(|e| e.decision != Decision::Allow)
             .collect()
     }
+
+    /// The bytes reported through [`EventSink::transferred`] so far: (up, down).
+    pub fn transferred_bytes(&self) -> (u64, u64) {
+        (
+            self.up.load(Ordering::Relaxed),
+            self.down.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl EventSink for MemorySink {
@@ -129,5 +145,10 @@ impl EventSink for MemorySink {
         if let Ok(mut e) = self.events.lock() {
             e.push(event);
         }
+    }
+
+    fn transferred(&self, up: u64, down: u64) {
+        self.up.fetch_add(up, Ordering::Relaxed);
+        self.down.fetch_add(down, Ordering::Relaxed);
     }
 }

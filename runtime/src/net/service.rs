@@ -48,6 +48,13 @@ impl EventSink for Tee {
         }
         self.memory.record(event);
     }
+
+    fn transferred(&self, up: u64, down: u64) {
+        if let Some(x) = &self.extra {
+            x.transferred(up, down);
+        }
+        self.memory.transferred(up, down);
+    }
 }
 
 /// Starts the proxy (and the stub DNS server when its sockets are there) for `policy`.

@@ -22,19 +22,29 @@ use tokio::sync::{Mutex, Semaphore};
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
-/// A body that counts its data bytes and runs `done` when dropped (after its end, or when the
-/// transfer is abandoned).
+/// Reports a body's data bytes as they pass (the live byte counters).
+type Meter = Box<dyn Fn(u64) + Send + Sync>;
+
+/// A body that counts its data bytes (also to `meter`, frame by frame) and runs `done` when
+/// dropped (after its end, or when the transfer is abandoned).
 pub struct Counted<B> {
     inner: B,
     count: Arc<AtomicU64>,
+    meter: Meter,
     done: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl<B> Counted<B> {
-    fn new(inner: B, count: Arc<AtomicU64>, done: Option<Box<dyn FnOnce() + Send>>) -> Self {
+    fn new(
+        inner: B,
+        count: Arc<AtomicU64>,
+        meter: Meter,
+        done: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Self {
         Counted {
             inner,
             count,
+            meter,
             done: std::sync::Mutex::new(done),
         }
     }
@@ -53,6 +63,7 @@ impl<B: hyper::body::Body<Data = Bytes> + Unpin> hyper::body::Body for Counted<B
         if let std::task::Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(data) = frame.data_ref() {
                 this.count.fetch_add(data.len() as u64, Ordering::Relaxed);
+                (this.meter)(data.len() as u64);
             }
         }
         polled
@@ -211,9 +222,14 @@ async fn connect(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
                     let sent =
                         tokio::io::AsyncWriteExt::write_all(&mut stream, &parts.read_buf).await;
                     let (up, down) = match sent {
-                        Ok(()) => super::splice::tunnel(&client, &stream)
+                        Ok(()) => {
+                            proxy.transferred(early, 0);
+                            super::splice::tunnel_metered(&client, &stream, &|u, d| {
+                                proxy.transferred(u, d)
+                            })
                             .await
-                            .unwrap_or((0, 0)),
+                            .unwrap_or((0, 0))
+                        }
                         Err(_) => (0, 0),
                     };
                     proxy.finish(event, started, early + up, down);
@@ -228,6 +244,7 @@ async fn connect(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
                     )
                     .await
                     .unwrap_or((0, 0));
+                    proxy.transferred(up, down);
                     proxy.finish(event, started, up, down);
                 }
             },
@@ -346,7 +363,15 @@ async fn forward(
         return upstream_failed(&proxy, event, "upstream closed the connection");
     }
     let sent = Arc::new(AtomicU64::new(0));
-    let req = req.map(|b| Counted::new(b, sent.clone(), None));
+    let up_meter = proxy.clone();
+    let req = req.map(|b| {
+        Counted::new(
+            b,
+            sent.clone(),
+            Box::new(move |n| up_meter.transferred(n, 0)),
+            None,
+        )
+    });
     match up.sender.send_request(req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
@@ -355,6 +380,7 @@ async fn forward(
             // bytes that went each way.
             let received = Arc::new(AtomicU64::new(0));
             let counted = received.clone();
+            let down_meter = proxy.clone();
             let done = move || {
                 proxy.finish(
                     event,
@@ -365,7 +391,13 @@ async fn forward(
             };
             Response::from_parts(
                 parts,
-                Counted::new(body, received, Some(Box::new(done))).boxed(),
+                Counted::new(
+                    body,
+                    received,
+                    Box::new(move |n| down_meter.transferred(0, n)),
+                    Some(Box::new(done)),
+                )
+                .boxed(),
             )
         }
         Err(e) => {

@@ -136,10 +136,13 @@ impl Proxy {
                     };
                     approvals.network(&host, port, &verdict).await
                 }
-                None => crate::approve::Outcome {
-                    allowed: false,
-                    note: format!("{} (no approver is attached: denied)", event.reason),
-                },
+                None => {
+                    crate::metrics::count_unanswerable(crate::approve::RequestKind::Network);
+                    crate::approve::Outcome {
+                        allowed: false,
+                        note: format!("{} (no approver is attached: denied)", event.reason),
+                    }
+                }
             };
             event.decision = if outcome.allowed {
                 Decision::Allow
@@ -305,6 +308,12 @@ impl Proxy {
     fn refuse(&self, event: NetEvent, kind: RefusalKind) -> Refused {
         self.config.events.record(event.clone());
         Refused { event, kind }
+    }
+
+    /// Bytes an allowed connection moved just now (up: towards the destination), for the
+    /// live counters; called per splice or body frame.
+    pub fn transferred(&self, up: u64, down: u64) {
+        self.config.events.transferred(up, down);
     }
 
     /// Records an allowed connection's event with its byte counts and duration.

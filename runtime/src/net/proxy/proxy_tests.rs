@@ -178,8 +178,21 @@ async fn forwards_an_allowed_absolute_form_request_in_origin_form() {
     assert_eq!(events.len(), 2);
     assert!(events.iter().all(|e| e.decision == Decision::Allow));
     assert_eq!(events[0].address, Some("127.0.0.1".parse().unwrap()));
-    // The response body's bytes are counted (the body is `hello`).
+    // The response body's bytes are counted (the body is `hello`), also live for the metrics.
     assert_eq!(events[0].bytes_down, 5, "{events:?}");
+    assert_eq!(st.events.transferred_bytes(), (0, 10));
+}
+
+/// Polls the sink's live byte counts until they are `want` (the proxy counts a chunk right
+/// after writing it, so the client may see the bytes a moment before they are counted).
+async fn transferred(events: &MemorySink, want: (u64, u64)) -> (u64, u64) {
+    for _ in 0..200 {
+        if events.transferred_bytes() == want {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    events.transferred_bytes()
 }
 
 #[tokio::test]
@@ -229,6 +242,9 @@ async fn connect_tunnels_bytes_both_ways_and_counts_them() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     s.write_all(b"ECHO\nping").await.unwrap();
     assert_eq!(read_n(&mut s, 4).await, b"ping");
+    // Counted live, while the tunnel is still open (its event comes at the end).
+    assert_eq!(transferred(&st.events, (9, 4)).await, (9, 4));
+    assert!(st.events.events().is_empty());
     drop(s);
     for _ in 0..100 {
         if !st.events.events().is_empty() {
@@ -346,6 +362,7 @@ async fn socks5_connects_allowed_names_and_refuses_others_with_0x02() {
     assert_eq!(code, 0);
     s.write_all(b"ECHO\nsocks").await.unwrap();
     assert_eq!(read_n(&mut s, 5).await, b"socks");
+    assert_eq!(transferred(&st.events, (10, 5)).await, (10, 5));
     let (code, _s) = socks_connect(port, "denied.test", up).await;
     assert_eq!(code, 2);
     let (code, _s) = socks_connect(port, "nowhere.test", up).await;

@@ -94,9 +94,10 @@ async fn handle(proxy: Arc<Proxy>, stream: TcpStream) {
                 proxy.finish(event, started, 0, 0);
                 return;
             };
-            let (up, down) = super::splice::tunnel(&client, &stream)
-                .await
-                .unwrap_or((0, 0));
+            let (up, down) =
+                super::splice::tunnel_metered(&client, &stream, &|u, d| proxy.transferred(u, d))
+                    .await
+                    .unwrap_or((0, 0));
             proxy.finish(event, started, up, down);
         }
     }

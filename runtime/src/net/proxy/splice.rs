@@ -3,6 +3,9 @@
 //! what keeps a tunnel close to direct throughput.
 //!
 //! `splice(2)` is Linux-only; elsewhere (the macOS backend) [`tunnel`] copies through a buffer.
+//!
+//! [`tunnel_metered`] reports every chunk as it is written (a call per splice, not per byte),
+//! so byte counters move during a long tunnel and keep what moved before an error.
 
 #[cfg(target_os = "linux")]
 use nix::fcntl::{fcntl, splice, FcntlArg, OFlag, SpliceFFlags};
@@ -18,11 +21,24 @@ use tokio::net::TcpStream;
 #[cfg(target_os = "linux")]
 const PIPE_SIZE: i32 = 1 << 20;
 
+/// Called with `(a→b, b→a)` bytes each time a chunk was written (one of them 0).
+pub type Meter<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
 /// Moves bytes both ways until both directions have ended; returns (a→b, b→a) byte counts.
 /// Each direction's EOF is passed on as a write shutdown of the other socket.
-#[cfg(target_os = "linux")]
 pub async fn tunnel(a: &TcpStream, b: &TcpStream) -> io::Result<(u64, u64)> {
-    let (ab, ba) = tokio::join!(one_way(a, b), one_way(b, a));
+    tunnel_metered(a, b, &|_, _| {}).await
+}
+
+/// [`tunnel`], reporting each chunk to `meter` as it is written.
+#[cfg(target_os = "linux")]
+pub async fn tunnel_metered(
+    a: &TcpStream,
+    b: &TcpStream,
+    meter: Meter<'_>,
+) -> io::Result<(u64, u64)> {
+    let (up, down) = (|n| meter(n, 0), |n| meter(0, n));
+    let (ab, ba) = tokio::join!(one_way(a, b, &up), one_way(b, a, &down));
     Ok((ab?, ba?))
 }
 
@@ -35,7 +51,11 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 #[cfg(target_os = "linux")]
-async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
+async fn one_way(
+    from: &TcpStream,
+    to: &TcpStream,
+    count: &(dyn Fn(u64) + Sync),
+) -> io::Result<u64> {
     let (pipe_r, pipe_w) = pipe()?;
     let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
     let mut total = 0u64;
@@ -80,6 +100,7 @@ async fn one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
             Ok(n) => {
                 in_pipe -= n;
                 total += n as u64;
+                count(n as u64);
             }
             Err(e) => {
                 abort(from, to);
@@ -96,15 +117,24 @@ fn abort(a: &TcpStream, b: &TcpStream) {
     }
 }
 
-/// [`tunnel`] without `splice(2)`: each direction copies through a 64 KiB buffer.
+/// [`tunnel_metered`] without `splice(2)`: each direction copies through a 64 KiB buffer.
 #[cfg(not(target_os = "linux"))]
-pub async fn tunnel(a: &TcpStream, b: &TcpStream) -> io::Result<(u64, u64)> {
-    let (ab, ba) = tokio::join!(copy_one_way(a, b), copy_one_way(b, a));
+pub async fn tunnel_metered(
+    a: &TcpStream,
+    b: &TcpStream,
+    meter: Meter<'_>,
+) -> io::Result<(u64, u64)> {
+    let (up, down) = (|n| meter(n, 0), |n| meter(0, n));
+    let (ab, ba) = tokio::join!(copy_one_way(a, b, &up), copy_one_way(b, a, &down));
     Ok((ab?, ba?))
 }
 
 #[cfg(not(target_os = "linux"))]
-async fn copy_one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
+async fn copy_one_way(
+    from: &TcpStream,
+    to: &TcpStream,
+    count: &(dyn Fn(u64) + Sync),
+) -> io::Result<u64> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     let result: io::Result<()> = async {
@@ -126,6 +156,7 @@ async fn copy_one_way(from: &TcpStream, to: &TcpStream) -> io::Result<u64> {
                 }
             }
             total += n as u64;
+            count(n as u64);
         }
     }
     .await;
