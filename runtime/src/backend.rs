@@ -22,6 +22,9 @@ pub struct SandboxCommand {
     pub violations: Option<std::path::PathBuf>,
     /// The run's metrics, when requested (backends that count themselves: macOS).
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    /// Give the command its own terminal when warden runs on one (whole-process mode,
+    /// `--pty`): job control inside, and approval prompts it cannot see or answer.
+    pub terminal: bool,
 }
 
 /// Resources a sandbox needs before its policy can be built: the private TMPDIR, which the

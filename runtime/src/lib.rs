@@ -9,9 +9,12 @@ pub mod approve;
 pub mod audit;
 pub mod backend;
 pub mod cli;
+pub mod hooks;
 #[cfg(target_os = "linux")]
 pub mod linux;
 pub mod macos;
 pub mod metrics;
 pub mod net;
 pub mod policy;
+#[cfg(unix)]
+pub mod term;

@@ -22,7 +22,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct TtyApprover {
-    tty: Arc<Mutex<File>>,
+    screen: Screen,
+}
+
+enum Screen {
+    /// `/dev/tty`, shared with a command that runs on the same terminal.
+    Tty(Arc<Mutex<File>>),
+    /// The relay to a command on its own terminal (whole-process mode): the question holds
+    /// the command's output and takes the keys. Set once the sandbox has sent its terminal.
+    Relay(Arc<std::sync::OnceLock<crate::term::Console>>),
 }
 
 impl TtyApprover {
@@ -38,22 +46,54 @@ impl TtyApprover {
             .open("/dev/tty")
             .ok()?;
         Some(Arc::new(TtyApprover {
-            tty: Arc::new(Mutex::new(tty)),
+            screen: Screen::Tty(Arc::new(Mutex::new(tty))),
         }))
+    }
+
+    /// The approver for a command on its own terminal, asking through the relay's console
+    /// (denying while there is none yet).
+    pub fn relayed(console: Arc<std::sync::OnceLock<crate::term::Console>>) -> Arc<TtyApprover> {
+        Arc::new(TtyApprover {
+            screen: Screen::Relay(console),
+        })
     }
 }
 
 impl Approver for TtyApprover {
     fn ask(&self, request: PermissionRequest) -> Pin<Box<dyn Future<Output = Answer> + Send + '_>> {
-        let tty = self.tty.clone();
+        let screen = match &self.screen {
+            Screen::Tty(t) => Screen::Tty(t.clone()),
+            Screen::Relay(c) => Screen::Relay(c.clone()),
+        };
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || match tty.lock() {
-                Ok(mut t) => prompt(&mut t, &request),
-                Err(_) => Answer::Deny,
+            tokio::task::spawn_blocking(move || match screen {
+                Screen::Tty(tty) => match tty.lock() {
+                    Ok(mut t) => prompt(&mut t, &request),
+                    Err(_) => Answer::Deny,
+                },
+                Screen::Relay(console) => match console.get() {
+                    Some(c) => c
+                        .ask(
+                            &render(&request),
+                            Duration::from_secs(request.timeout_seconds),
+                            key_answer,
+                            |a| format!("{}\r\n", shown(a.unwrap_or(Answer::Deny))),
+                        )
+                        .unwrap_or(Answer::Deny),
+                    None => Answer::Deny,
+                },
             })
             .await
             .unwrap_or(Answer::Deny)
         })
+    }
+}
+
+fn shown(answer: Answer) -> &'static str {
+    match answer {
+        Answer::AllowOnce => "allowed once",
+        Answer::AllowAlways => "allowed always",
+        Answer::Deny => "denied",
     }
 }
 
@@ -124,12 +164,7 @@ fn prompt(tty: &mut File, request: &PermissionRequest) -> Answer {
     if let Some(orig) = &saved {
         let _ = nix::sys::termios::tcsetattr(tty.as_fd(), nix::sys::termios::SetArg::TCSANOW, orig);
     }
-    let shown = match answer {
-        Answer::AllowOnce => "allowed once",
-        Answer::AllowAlways => "allowed always",
-        Answer::Deny => "denied",
-    };
-    let _ = tty.write_all(format!("{shown}\r\n").as_bytes());
+    let _ = tty.write_all(format!("{}\r\n", shown(answer)).as_bytes());
     answer
 }
 

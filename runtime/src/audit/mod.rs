@@ -60,6 +60,8 @@ pub enum AuditError {
 /// How often the reader wakes up without events (to notice the end of the run); records are
 /// flushed to the file after every wake-up.
 const POLL: Duration = Duration::from_millis(100);
+/// Polls between two reads of the drop counters for the metrics (about a second).
+const DROPS_EVERY: u32 = 10;
 /// Distinct violations the `<sandbox_violations>` block lists; the rest are counted.
 const ANNOTATE_MAX: usize = 50;
 
@@ -93,6 +95,11 @@ impl Auditor {
         self.programs.attached
     }
 
+    /// The names of the programs attached globally (tracepoints), as in `warden.bpf.c`.
+    pub fn attached_names(&self) -> &[String] {
+        &self.programs.attached_names
+    }
+
     /// Records everything the processes of cgroup `cgroup_dir` do from now on. Returns the
     /// cgroup id.
     pub fn watch(&mut self, cgroup_dir: &Path) -> Result<u64, AuditError> {
@@ -113,15 +120,21 @@ impl Auditor {
         collector: Arc<Collector>,
     ) -> Result<Running, AuditError> {
         let handle = self.programs.events()?;
+        let drops = self.programs.drops_handle()?;
+        let metrics = collector.metrics.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let decode_errors = Arc::new(AtomicU64::new(0));
         let mut classifier = Classifier::new(view);
         let clock = WallClock::now();
         let sink = collector.clone();
         let errors = decode_errors.clone();
+        let event_metrics = metrics.clone();
         let mut builder = libbpf_rs::RingBufferBuilder::new();
         builder
             .add(&handle, move |data: &[u8]| {
+                if let Some(m) = &event_metrics {
+                    m.bpf_event();
+                }
                 match RawEvent::decode(data) {
                     Ok(ev) => {
                         let cwd = relative(&ev).then(|| proc_cwd(ev.pid)).flatten();
@@ -142,14 +155,33 @@ impl Auditor {
             .map_err(|e| AuditError::Reader(e.to_string()))?;
         let thread_stop = stop.clone();
         let thread_collector = collector.clone();
+        let thread_errors = decode_errors.clone();
         let thread = std::thread::Builder::new()
             .name("warden-audit".into())
             .spawn(move || {
                 // The handle's descriptor stays open as long as the ring buffer reads it.
                 let _handle = handle;
+                let mut polls = 0u32;
                 while !thread_stop.load(Ordering::Acquire) {
                     let _ = ring.poll(POLL);
                     thread_collector.flush();
+                    polls = polls.wrapping_add(1);
+                    // The drop counters, live (a scrape during the run sees them).
+                    if let Some(m) = metrics
+                        .as_deref()
+                        .filter(|_| polls.is_multiple_of(DROPS_EVERY))
+                    {
+                        if let Ok([ring_full, pending_full]) = bpf::read_drops(&drops) {
+                            count_losses(
+                                m,
+                                &Losses {
+                                    ring_full,
+                                    pending_full,
+                                    undecodable: thread_errors.load(Ordering::Relaxed),
+                                },
+                            );
+                        }
+                    }
                 }
                 let _ = ring.consume();
                 thread_collector.flush();
@@ -391,13 +423,13 @@ impl Collector {
     }
 }
 
-/// A record in the metrics: violations by kind and layer, execs.
+/// A record in the metrics: violations by kind, operation and layer, execs.
 pub fn count_record(m: &Metrics, rec: &ViolationRecord) {
     if rec.violation {
         let layer = rec.layer.map_or("unknown", record::Layer::name);
-        m.violation(&rec.sandbox, rec.kind.name(), layer, rec.count);
+        m.violation(rec.kind.name(), &rec.operation, layer, rec.count);
     } else if rec.kind == record::Kind::Exec {
-        m.exec(&rec.sandbox, rec.count);
+        m.exec(rec.count);
     }
 }
 
@@ -440,12 +472,13 @@ pub fn annotation(violations: &[ViolationRecord], more: u64, losses: &Losses) ->
     s
 }
 
-/// Losses in `warden_audit_events_dropped_total`, by reason (0 counts create the series).
+/// The run's losses so far in `warden_bpf_events_dropped_total`, by reason (totals: counting
+/// the same losses again changes nothing; 0 creates the series).
 pub fn count_losses(m: &Metrics, l: &Losses) {
     let [ring, pending, undecodable] = crate::metrics::DROP_REASONS;
-    m.dropped(ring, l.ring_full);
-    m.dropped(pending, l.pending_full);
-    m.dropped(undecodable, l.undecodable);
+    m.set_bpf_dropped(ring, l.ring_full);
+    m.set_bpf_dropped(pending, l.pending_full);
+    m.set_bpf_dropped(undecodable, l.undecodable);
 }
 
 fn losses_text(l: &Losses) -> String {
@@ -477,11 +510,19 @@ impl EventSink for ProxySink {
                 crate::net::event::Protocol::Socks5 => "socks5",
                 crate::net::event::Protocol::Dns => "dns",
             };
-            m.network_request(&self.sandbox, decision, protocol);
+            m.network_request(decision, protocol);
         }
+        // Bytes are not taken from the event: they were counted as they moved
+        // (`transferred`), also for a tunnel that ended in an error.
         self.collector
             .push(record::from_net_event(&self.sandbox, &event));
         self.collector.flush();
+    }
+
+    fn transferred(&self, up: u64, down: u64) {
+        if let Some(m) = &self.collector.metrics {
+            m.network_bytes(up, down);
+        }
     }
 }
 
@@ -589,7 +630,8 @@ pub struct AuditRequest {
     /// `allowUnixSockets` paths the cgroup/connect_unix program enforces (`None`: no such
     /// rule); when set, auditing must load whatever `required` says (fail closed).
     pub unix_sockets: Option<Vec<Vec<u8>>>,
-    /// `--metrics-file`, `--metrics-listen`: every record and proxy decision is counted here.
+    /// `--metrics-file`, `--metrics-addr`: every record, proxy decision and byte the proxy
+    /// moves is counted here, and the programs attached.
     pub metrics: Option<Arc<Metrics>>,
 }
 
@@ -616,7 +658,14 @@ pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
     let collector = Collector::with_metrics(request.file.as_deref(), request.metrics.clone())?;
     let stage = if request.enabled {
         match Auditor::load() {
-            Ok(a) => Stage::Loaded(Box::new(a)),
+            Ok(a) => {
+                if let Some(m) = &request.metrics {
+                    for name in a.attached_names() {
+                        m.program_loaded(name);
+                    }
+                }
+                Stage::Loaded(Box::new(a))
+            }
             Err(e) if request.unix_sockets.is_some() => {
                 return Err(AuditError::UnixSockets(Box::new(e)))
             }
@@ -642,6 +691,14 @@ pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
         });
     }
     Ok(())
+}
+
+/// Whether the eBPF programs are loaded for this run.
+pub fn loaded() -> bool {
+    SESSION.lock().is_ok_and(|s| {
+        s.as_ref()
+            .is_some_and(|s| matches!(s.stage, Stage::Loaded(_)))
+    })
 }
 
 /// Whether a session is open (sinks requested or auditing enabled).
@@ -709,6 +766,11 @@ pub fn watch(cgroup_dir: &Path) -> Result<(), AuditError> {
     match watched {
         Ok(id) => {
             s.cgroup_id = Some(id);
+            if let Some(m) = &s.request.metrics {
+                for name in bpf::CGROUP_PROGRAMS {
+                    m.program_loaded(name);
+                }
+            }
             Ok(())
         }
         Err(e @ AuditError::UnixSockets(_)) => Err(e),

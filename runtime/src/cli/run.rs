@@ -5,7 +5,7 @@ use crate::backend::{Backend, Sandbox, SandboxCommand, Workspace};
 use crate::policy::decision::Layer;
 use crate::policy::fsview::RealFs;
 use crate::policy::merge::{layer, Policy};
-use crate::policy::settings::{FilesystemSettings, NetworkSettings, SandboxSettings};
+use crate::policy::settings::{FilesystemSettings, Mode, NetworkSettings, SandboxSettings};
 use clap::Args;
 use std::ffi::OsString;
 
@@ -45,9 +45,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<std::path::PathBuf>,
     /// Serve OpenMetrics on http://ADDR/metrics while the command runs (loopback only unless
-    /// `warden.metrics.allowRemote`), e.g. 127.0.0.1:9464.
-    #[arg(long, value_name = "ADDR")]
+    /// `warden.metrics.allowRemote`), e.g. 127.0.0.1:9464; `/healthz` answers `ok`.
+    #[arg(long = "metrics-addr", alias = "metrics-listen", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// `whole-process`: the command is a whole agent — on its own terminal (job control,
+    /// approval prompts it can neither see nor answer), with a status line at start.
+    /// Default: the settings' `mode`, else `per-command`.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub mode: Option<Mode>,
+    /// Give the command its own terminal when warden runs on one (always in whole-process
+    /// mode).
+    #[arg(long)]
+    pub pty: bool,
+    /// No status line at start in whole-process mode.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -72,11 +84,14 @@ impl RunArgs {
                 ..Default::default()
             });
         }
+        s.mode = self.mode;
         (s != SandboxSettings::default()).then(|| layer(Layer::Flags, 0, "command line", s))
     }
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
+    // warden_sandbox_start_seconds (#5) measures from here to the sandbox running.
+    let started = std::time::Instant::now();
     let backend = crate::backend::native();
     let workspace = backend.workspace()?;
     let (mut layers, mut context) = args.policy.layers()?;
@@ -89,7 +104,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         args.metrics_file.clone(),
         args.metrics_listen.clone(),
     )?
-    .map(|r| crate::metrics::Exporter::open(r, &format!("warden-{}", std::process::id())))
+    .map(crate::metrics::Exporter::open)
     .transpose()?;
     // Audit (#5): loaded before the sandbox exists, still single-threaded.
     #[cfg(target_os = "linux")]
@@ -108,6 +123,28 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             .join(" ");
         crate::audit::set_ignored(crate::audit::ignored_paths(&policy, &line));
     }
+    let whole = policy.mode == Mode::WholeProcess;
+    if whole && !args.quiet {
+        let metrics = args
+            .metrics_listen
+            .clone()
+            .or_else(|| {
+                policy
+                    .effective
+                    .str("warden.metrics.listen")
+                    .map(str::to_string)
+            })
+            .or_else(|| {
+                policy
+                    .effective
+                    .str("warden.metrics.addr")
+                    .map(str::to_string)
+            });
+        eprintln!(
+            "{}",
+            status_line(&policy, audit_loaded(), metrics.as_deref())
+        );
+    }
     let command = SandboxCommand {
         argv: args.command.clone(),
         env: std::env::vars_os().collect(),
@@ -115,9 +152,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         approvals: args.approvals.clone(),
         violations: args.violations.clone(),
         metrics: exporter.as_ref().map(|e| e.metrics()),
+        terminal: args.pty || whole,
     };
-    let sandbox = backend.spawn(workspace, &policy, &command)?;
-    if let Some(Err(e)) = exporter.as_mut().map(|e| e.start()) {
+    let sandbox = match backend.spawn(workspace, &policy, &command) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(Err(me)) = exporter.map(|x| x.start_failed()) {
+                eprintln!("warden: warning: {me}");
+            }
+            return Err(e.into());
+        }
+    };
+    if let Some(Err(e)) = exporter.as_mut().map(|e| e.start(started.elapsed())) {
         eprintln!("warden: warning: {e}");
     }
     let code = sandbox.wait();
@@ -143,4 +189,60 @@ fn parse_publish(text: &str) -> Result<(u16, u16), String> {
 
 fn parse_approvals(text: &str) -> Result<std::path::PathBuf, String> {
     crate::approve::channel::parse_spec(text).map_err(|e| e.to_string())
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    match text {
+        "per-command" => Ok(Mode::PerCommand),
+        "whole-process" => Ok(Mode::WholeProcess),
+        other => Err(format!(
+            "{other:?}: expected `per-command` or `whole-process`"
+        )),
+    }
+}
+
+/// The SANDBOX indicator printed at start in whole-process mode: mode, writable roots,
+/// network rules, audit, metrics.
+pub(crate) fn status_line(policy: &Policy, audit: bool, metrics: Option<&str>) -> String {
+    let p = &policy.paths;
+    let writable = if p.disabled {
+        "unrestricted".to_string()
+    } else if p.read_only.is_some() {
+        "none (read-only)".to_string()
+    } else {
+        let roots: Vec<String> = p
+            .writable
+            .iter()
+            .map(|w| match w.list {
+                "TMPDIR" => "$TMPDIR".to_string(),
+                _ => w.rule.text.to_string(),
+            })
+            .collect();
+        roots.join(", ")
+    };
+    let e = &policy.effective;
+    let allowed = e.strings("network.allowedDomains").len();
+    let denied = e.strings("network.deniedDomains").len();
+    let network = if denied > 0
+        && e.strings("network.deniedDomains")
+            .iter()
+            .any(|r| &*r.pattern == "*")
+    {
+        "none".to_string()
+    } else {
+        format!("{allowed} allowed, {denied} denied")
+    };
+    format!(
+        "warden: SANDBOX whole-process | writable: {writable} | network: {network} | audit: {} | metrics: {}",
+        if audit { "on" } else { "off" },
+        metrics.unwrap_or("off")
+    )
+}
+
+/// Whether the kernel audit records are on for this run.
+fn audit_loaded() -> bool {
+    #[cfg(target_os = "linux")]
+    return crate::audit::loaded();
+    #[cfg(not(target_os = "linux"))]
+    false
 }

@@ -27,6 +27,8 @@ impl Workspace for LinuxWorkspace {
 
 pub struct LinuxSandbox {
     inner: spawn::Sandbox,
+    /// The command's own terminal joined to the caller's (whole-process mode).
+    relay: Option<crate::term::Relay>,
     run_dir: RunDir,
     placeholders: Vec<Placeholder>,
     network: Option<crate::net::service::Service>,
@@ -74,8 +76,19 @@ impl Backend for LinuxBackend {
         }
         // Who answers what the policy leaves to approval: the control channel, else the
         // terminal when warden runs interactively.
+        // The command's own terminal, when asked for and warden runs on one.
+        let terminal = command
+            .terminal
+            .then(super::pty::TerminalPlan::for_caller)
+            .flatten();
+        let console = std::sync::Arc::new(std::sync::OnceLock::new());
         let approver = match &command.approvals {
             Some(path) => Some(crate::net::service::ApproverSpec::Channel(path.clone())),
+            None if policy.context.approver_attached && terminal.is_some() => {
+                Some(crate::net::service::ApproverSpec::Tty(
+                    crate::approve::tty::TtyApprover::relayed(console.clone()),
+                ))
+            }
             None if policy.context.approver_attached => {
                 crate::approve::tty::TtyApprover::open().map(crate::net::service::ApproverSpec::Tty)
             }
@@ -97,7 +110,7 @@ impl Backend for LinuxBackend {
             }
             None => None,
         };
-        let plan = plan::build(
+        let mut plan = plan::build(
             PlanInput {
                 policy,
                 argv: command.argv.iter().map(|a| a.clone().into_vec()).collect(),
@@ -115,6 +128,7 @@ impl Backend for LinuxBackend {
             },
             &RealFs,
         )?;
+        plan.terminal = terminal;
         let cgroup = match Cgroup::create(&format!("{}", std::process::id())) {
             Ok(mut cg) => {
                 janitor.cgroup(cg.path());
@@ -159,7 +173,20 @@ impl Backend for LinuxBackend {
                     view
                 });
                 // The sandbox exists: from here on threads are fine. Its pid 1 hands over the
-                // proxy's listeners before it starts the command.
+                // terminal's master and the proxy's listeners before it starts the command.
+                let relay = match (&inner.net_channel, &plan.terminal) {
+                    (Some(chan), Some(_)) => {
+                        let master = super::pty::receive_master(chan)
+                            .and_then(crate::term::Relay::start)
+                            .map_err(|source| BackendError::Io {
+                                what: "joining the command's terminal",
+                                source,
+                            })?;
+                        let _ = console.set(master.console());
+                        Some(master)
+                    }
+                    _ => None,
+                };
                 let network = match (inner.net_channel.take(), &plan.network) {
                     (Some(chan), Some(np)) => {
                         let l =
@@ -202,6 +229,7 @@ impl Backend for LinuxBackend {
                 };
                 Ok(LinuxSandbox {
                     inner,
+                    relay,
                     run_dir,
                     placeholders,
                     network,
@@ -219,7 +247,20 @@ impl Backend for LinuxBackend {
 
 impl Sandbox for LinuxSandbox {
     fn wait(self) -> i32 {
-        let code = self.inner.wait();
+        let relay = self.relay;
+        let code = self.inner.wait_with(&mut |sig| match &relay {
+            // The command's terminal follows the caller's window; the kernel signals it.
+            Some(r) if sig == nix::sys::signal::Signal::SIGWINCH => {
+                r.resize();
+                true
+            }
+            _ => false,
+        });
+        // The rest of the command's output, then the caller's terminal back as it was, before
+        // warden's own summary lines.
+        if let Some(r) = relay {
+            r.finish(std::time::Duration::from_millis(500));
+        }
         if let Some(net) = &self.network {
             for line in crate::net::service::blocked_summary(&net.events.events()) {
                 eprintln!("{line}");

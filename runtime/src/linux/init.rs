@@ -95,6 +95,12 @@ pub fn run(plan: &Plan, go: std::os::fd::OwnedFd, net: Option<std::os::fd::Owned
 
 /// Waits for `child`, forwarding signals to it; returns its exit code.
 pub fn supervise(child: Pid, set: &SigSet) -> i32 {
+    supervise_with(child, set, &mut |_| false)
+}
+
+/// [`supervise`], offering each signal but SIGCHLD to `handled` first; one it takes is not
+/// forwarded.
+pub fn supervise_with(child: Pid, set: &SigSet, handled: &mut dyn FnMut(Signal) -> bool) -> i32 {
     loop {
         let sig = match set.wait() {
             Ok(s) => s,
@@ -113,7 +119,7 @@ pub fn supervise(child: Pid, set: &SigSet) -> i32 {
                     }
                 }
             }
-        } else {
+        } else if !handled(sig) {
             let _ = kill(child, sig);
         }
     }
@@ -185,13 +191,17 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
         // exists, go to the supervisor; pid 1 keeps no copy.
         // With `--publish`, pid 1 keeps the channel to connect to sandbox ports for the
         // supervisor.
-        let mut connector = None;
-        if let (Some(np), Some(chan)) = (&plan.network, net) {
-            super::net::create_and_send(np, &chan)?;
-            if np.connector {
-                connector = Some(chan);
-            }
+        // The command's own terminal (sent first): the master goes to the supervisor, the
+        // slave becomes pid 1's streams (so nothing here keeps the caller's terminal) and the
+        // command's.
+        if let (Some(t), Some(chan)) = (&plan.terminal, &net) {
+            let slave = super::pty::open_and_send(t, chan)?;
+            super::pty::take_streams(&slave)?;
         }
+        if let (Some(np), Some(chan)) = (&plan.network, &net) {
+            super::net::create_and_send(np, chan)?;
+        }
+        let connector = net.filter(|_| plan.network.as_ref().is_some_and(|np| np.connector));
         // Nothing in the sandbox may ptrace pid 1 or read its memory.
         super::harden::set_dumpable(false).map_err(|e| e.to_string())?;
         Ok(connector)
@@ -229,6 +239,10 @@ fn command(plan: &Plan, filter: &seccompiler::BpfProgram, set: &SigSet) -> ! {
             .map_err(|e| format!("unblocking signals: {e}"))?;
         // A new session: no controlling terminal, so TIOCSTI cannot reach the caller's.
         nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+        // On its own terminal (whole-process mode), that terminal becomes the session's.
+        if plan.terminal.is_some() {
+            super::pty::make_controlling()?;
+        }
         for (name, value) in &plan.rlimits {
             set_rlimit(name, *value)?;
         }

@@ -25,5 +25,6 @@ pub mod mount;
 pub mod net;
 pub mod plan;
 pub mod probe;
+pub mod pty;
 pub mod seccomp;
 pub mod spawn;

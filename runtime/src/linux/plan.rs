@@ -67,6 +67,10 @@ pub struct Plan {
     /// The proxy's and DNS stub's listeners pid 1 creates in the sandbox's net namespace;
     /// `None`: no network at all (nothing could be allowed).
     pub network: Option<super::net::NetworkPlan>,
+    /// The command's own pseudo-terminal, opened by pid 1 in the sandbox's devpts
+    /// (whole-process mode or `--pty` on a terminal); `None`: the caller's streams as they are.
+    #[serde(default)]
+    pub terminal: Option<super::pty::TerminalPlan>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -353,6 +357,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         rlimits,
         placeholders,
         network: input.network.map(|n| n.plan),
+        terminal: None,
     })
 }
 

@@ -78,7 +78,8 @@ impl RunDir {
 pub struct Sandbox {
     pid: nix::unistd::Pid,
     cgroup: Option<Cgroup>,
-    /// The supervisor's end of the channel pid 1 sends the network listeners on.
+    /// The supervisor's end of the channel pid 1 sends the network listeners (and the
+    /// terminal's master) on.
     pub net_channel: Option<std::os::fd::OwnedFd>,
 }
 
@@ -91,12 +92,13 @@ pub struct Sandbox {
 pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError> {
     let (go_read, go_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SpawnError::Start(e.into()))?;
-    let (net_ours, net_theirs) = match plan.network {
-        Some(_) => {
+    // The hand-over channel: the network listeners and the terminal's master come back on it.
+    let (net_ours, net_theirs) = match plan.network.is_some() || plan.terminal.is_some() {
+        true => {
             let (a, b) = super::net::channel().map_err(|e| SpawnError::Start(e.into()))?;
             (Some(a), Some(b))
         }
-        None => (None, None),
+        false => (None, None),
     };
     let cgroup_dir = match &cgroup {
         Some(cg) => Some(std::fs::File::open(cg.path()).map_err(SpawnError::Start)?),
@@ -158,9 +160,15 @@ pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError>
 
 impl Sandbox {
     /// Forwards signals and waits; returns the command's exit code.
-    pub fn wait(mut self) -> i32 {
+    pub fn wait(self) -> i32 {
+        self.wait_with(&mut |_| false)
+    }
+
+    /// [`Sandbox::wait`], offering each signal to `handled` first: a signal it takes is not
+    /// forwarded (SIGWINCH, when the command has its own terminal).
+    pub fn wait_with(mut self, handled: &mut dyn FnMut(nix::sys::signal::Signal) -> bool) -> i32 {
         let set = signal_set();
-        let code = super::init::supervise(self.pid, &set);
+        let code = super::init::supervise_with(self.pid, &set, handled);
         if let Some(cg) = self.cgroup.take() {
             let _ = cg.remove();
         }

@@ -1,0 +1,338 @@
+//! Joins the caller's terminal to the command's own pseudo-terminal (whole-process mode):
+//! keys go to the command, its output to the screen, the window size follows — and when
+//! warden must ask the human something, the relay *holds* the command's output and takes the
+//! keys for the question, so the command can neither draw over a prompt nor read its answer.
+//!
+//! The caller's terminal is in raw mode while the relay runs (line editing, echo and ^C are
+//! the command's own pty's business, as with ssh or tmux) and gets its settings back when the
+//! relay finishes or is dropped.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Output held while a question is on screen, at most; beyond it the command waits (its
+/// writes block on the full pty) until the question is answered.
+const HOLD_LIMIT: usize = 1 << 20;
+
+#[derive(Default)]
+struct State {
+    /// A question is on screen: output is held, keys are the answer's.
+    asking: bool,
+    held: Vec<u8>,
+    keys: VecDeque<u8>,
+    /// The command's side of the terminal closed (it ended).
+    closed: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Where output and questions go (the caller's terminal).
+    out: RawFd,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A handle on the relay that questions go through (cheap to clone).
+#[derive(Clone)]
+pub struct Console {
+    shared: Arc<Shared>,
+    /// Serialises questions.
+    turn: Arc<Mutex<()>>,
+}
+
+impl Console {
+    /// Shows `question`, holding the command's output, and returns the first key `accept`
+    /// maps to an answer, or `None` after `timeout` (or when the terminal is gone). Whatever
+    /// was held is shown afterwards, after `shown(answer)`.
+    pub fn ask<A: Copy>(
+        &self,
+        question: &str,
+        timeout: Duration,
+        accept: impl Fn(u8) -> Option<A>,
+        shown: impl Fn(Option<A>) -> String,
+    ) -> Option<A> {
+        let _turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.shared.lock();
+        st.asking = true;
+        st.keys.clear();
+        write_all(self.shared.out, question.as_bytes());
+        let deadline = Instant::now() + timeout;
+        let answer = loop {
+            if let Some(a) = st.keys.pop_front().and_then(&accept) {
+                break Some(a);
+            }
+            if !st.keys.is_empty() {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break None;
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        };
+        write_all(self.shared.out, shown(answer).as_bytes());
+        let held = std::mem::take(&mut st.held);
+        write_all(self.shared.out, &held);
+        st.asking = false;
+        st.keys.clear();
+        self.shared.changed.notify_all();
+        answer
+    }
+}
+
+/// The running relay.
+pub struct Relay {
+    shared: Arc<Shared>,
+    turn: Arc<Mutex<()>>,
+    master: Arc<OwnedFd>,
+    output: Option<JoinHandle<()>>,
+    input: Option<JoinHandle<()>>,
+    /// Written to stop the input thread.
+    stop: Option<OwnedFd>,
+    saved: Option<nix::sys::termios::Termios>,
+    /// The caller's terminal (keys, window size).
+    input_fd: RawFd,
+}
+
+impl Relay {
+    /// Starts relaying between the caller's terminal (stdin/stdout) and `master`; puts the
+    /// caller's terminal in raw mode.
+    pub fn start(master: OwnedFd) -> std::io::Result<Relay> {
+        Relay::start_on(libc::STDIN_FILENO, libc::STDOUT_FILENO, master)
+    }
+
+    /// [`Relay::start`] on other descriptors than stdin and stdout (which must stay open
+    /// while the relay runs).
+    pub fn start_on(input: RawFd, out: RawFd, master: OwnedFd) -> std::io::Result<Relay> {
+        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+        // SAFETY: the caller keeps `input` open while the relay runs (documented).
+        let input_fd = unsafe { BorrowedFd::borrow_raw(input) };
+        let saved = tcgetattr(input_fd).ok();
+        if let Some(orig) = &saved {
+            let mut raw = orig.clone();
+            cfmakeraw(&mut raw);
+            tcsetattr(input_fd, SetArg::TCSANOW, &raw)?;
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            out,
+        });
+        let master = Arc::new(master);
+        // A socket pair rather than pipe2 (not on macOS): close-on-exec from the start.
+        let (stop_read, stop_write) = std::os::unix::net::UnixStream::pair()?;
+        let (stop_read, stop_write) = (OwnedFd::from(stop_read), OwnedFd::from(stop_write));
+        let output = {
+            let (shared, master) = (shared.clone(), master.clone());
+            std::thread::Builder::new()
+                .name("warden-tty-out".into())
+                .spawn(move || pump_output(&shared, master.as_raw_fd()))?
+        };
+        let input_thread = {
+            let (shared, master) = (shared.clone(), master.clone());
+            std::thread::Builder::new()
+                .name("warden-tty-in".into())
+                .spawn(move || pump_input(&shared, input, master.as_raw_fd(), stop_read))?
+        };
+        Ok(Relay {
+            shared,
+            turn: Arc::new(Mutex::new(())),
+            master,
+            output: Some(output),
+            input: Some(input_thread),
+            stop: Some(stop_write),
+            saved,
+            input_fd: input,
+        })
+    }
+
+    pub fn console(&self) -> Console {
+        Console {
+            shared: self.shared.clone(),
+            turn: self.turn.clone(),
+        }
+    }
+
+    /// The caller's window changed: the command's terminal follows (the kernel sends it
+    /// SIGWINCH).
+    pub fn resize(&self) {
+        if let Some((rows, cols)) = window_size(self.input_fd) {
+            let _ = set_window_size(self.master.as_raw_fd(), rows, cols);
+        }
+    }
+
+    /// After the command ended: shows the rest of its output (waiting up to `grace` for the
+    /// terminal to close), stops relaying and restores the caller's terminal.
+    pub fn finish(mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        {
+            let mut st = self.shared.lock();
+            while !st.closed {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = self
+                    .shared
+                    .changed
+                    .wait_timeout(st, left)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+        }
+        self.stop_threads();
+    }
+
+    fn stop_threads(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = nix::unistd::write(&stop, b"x");
+        }
+        if let Some(t) = self.input.take() {
+            let _ = t.join();
+        }
+        // The output thread ends when the terminal closes; a sandbox process that outlived
+        // the command (it cannot: the pid namespace dies with it) would keep it — not joined.
+        if let Some(t) = self.output.take() {
+            if self.shared.lock().closed {
+                let _ = t.join();
+            }
+        }
+        if let Some(orig) = self.saved.take() {
+            // SAFETY: the caller keeps the input descriptor open while the relay runs.
+            let input = unsafe { BorrowedFd::borrow_raw(self.input_fd) };
+            let _ = nix::sys::termios::tcsetattr(input, nix::sys::termios::SetArg::TCSANOW, &orig);
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop_threads();
+    }
+}
+
+fn pump_output(shared: &Shared, master: RawFd) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        // SAFETY: `master` stays open for the relay's lifetime (an Arc held by this thread's
+        // spawner and by the relay).
+        let fd = unsafe { BorrowedFd::borrow_raw(master) };
+        let n = match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(nix::Error::EINTR) => continue,
+            // EIO: every slave descriptor is closed — the command's side is gone.
+            Err(_) => break,
+        };
+        let mut st = shared.lock();
+        while st.asking && st.held.len() >= HOLD_LIMIT {
+            st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if st.asking {
+            st.held.extend_from_slice(&buf[..n]);
+        } else {
+            write_all(shared.out, &buf[..n]);
+        }
+    }
+    let mut st = shared.lock();
+    st.closed = true;
+    shared.changed.notify_all();
+}
+
+fn pump_input(shared: &Shared, input: RawFd, master: RawFd, stop: OwnedFd) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    // SAFETY: the caller of `Relay::start_on` keeps `input` open while the relay runs.
+    let stdin = unsafe { BorrowedFd::borrow_raw(input) };
+    let mut buf = [0u8; 4096];
+    loop {
+        let mut fds = [
+            PollFd::new(stdin, PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::Error::EINTR) => continue,
+            Err(_) => return,
+        }
+        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+            return;
+        }
+        if fds[0].revents().is_none_or(|r| r.is_empty()) {
+            continue;
+        }
+        let n = match nix::unistd::read(stdin, &mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(nix::Error::EINTR) => continue,
+            Err(_) => return,
+        };
+        let mut st = shared.lock();
+        if st.asking {
+            st.keys.extend(&buf[..n]);
+            shared.changed.notify_all();
+        } else {
+            drop(st);
+            write_all(master, &buf[..n]);
+        }
+    }
+}
+
+fn write_all(fd: RawFd, mut bytes: &[u8]) {
+    // SAFETY: callers pass descriptors that stay open while the relay runs (stdout, the
+    // master).
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    while !bytes.is_empty() {
+        match nix::unistd::write(fd, bytes) {
+            Ok(0) => return,
+            Ok(n) => bytes = &bytes[n..],
+            Err(nix::Error::EINTR) | Err(nix::Error::EAGAIN) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// The window size of the terminal on `fd`.
+pub fn window_size(fd: RawFd) -> Option<(u16, u16)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we own.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0 && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+/// Sets the window size of the terminal on `fd` (the kernel signals SIGWINCH to its
+/// foreground process group).
+pub fn set_window_size(fd: RawFd, rows: u16, cols: u16) -> std::io::Result<()> {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize` from the struct we own.
+    if unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &ws) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "term_tests.rs"]
+mod tests;

@@ -1,0 +1,152 @@
+use super::*;
+use nix::pty::openpty;
+use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, LocalFlags, SetArg};
+
+/// Two pseudo-terminals: the "caller's" (the test types on `user`, the relay sits on
+/// `caller`) and the "command's" (the relay holds `master`, the command is `command`).
+struct Rig {
+    user: OwnedFd,
+    caller: OwnedFd,
+    command: OwnedFd,
+    relay: Option<Relay>,
+}
+
+fn rig() -> Rig {
+    let a = openpty(None, None).unwrap();
+    let b = openpty(None, None).unwrap();
+    // The command's side raw, so what it reads is exactly what was typed.
+    let mut t = tcgetattr(&b.slave).unwrap();
+    cfmakeraw(&mut t);
+    tcsetattr(&b.slave, SetArg::TCSANOW, &t).unwrap();
+    let relay = Relay::start_on(a.slave.as_raw_fd(), a.slave.as_raw_fd(), b.master).unwrap();
+    Rig {
+        user: a.master,
+        caller: a.slave,
+        command: b.slave,
+        relay: Some(relay),
+    }
+}
+
+fn write(fd: &OwnedFd, bytes: &[u8]) {
+    assert_eq!(nix::unistd::write(fd, bytes).unwrap(), bytes.len());
+}
+
+/// Reads from `fd` until `want` appears or `wait` passes; returns everything read.
+fn read_until(fd: &OwnedFd, want: &str, wait: Duration) -> String {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = Instant::now() + wait;
+    let mut got = Vec::new();
+    while !String::from_utf8_lossy(&got).contains(want) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        if poll(&mut fds, PollTimeout::from(ms)).unwrap() == 0 {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        match nix::unistd::read(fd.as_fd(), &mut buf) {
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn keys_reach_the_command_and_its_output_reaches_the_screen() {
+    let r = rig();
+    write(&r.user, b"ls -l");
+    let got = read_until(&r.command, "ls -l", Duration::from_secs(5));
+    assert_eq!(got, "ls -l");
+    write(&r.command, b"total 0\r\n");
+    let got = read_until(&r.user, "total 0", Duration::from_secs(5));
+    assert!(got.contains("total 0"), "{got:?}");
+}
+
+#[test]
+fn the_caller_terminal_is_raw_while_relaying_and_restored_after() {
+    let mut r = rig();
+    let during = tcgetattr(&r.caller).unwrap();
+    assert!(!during.local_flags.contains(LocalFlags::ICANON));
+    assert!(!during.local_flags.contains(LocalFlags::ECHO));
+    r.relay.take().unwrap().finish(Duration::from_millis(50));
+    let after = tcgetattr(&r.caller).unwrap();
+    assert!(after.local_flags.contains(LocalFlags::ICANON));
+    assert!(after.local_flags.contains(LocalFlags::ECHO));
+}
+
+#[test]
+fn a_question_holds_the_command_output_and_takes_the_keys() {
+    let r = rig();
+    let console = r.relay.as_ref().unwrap().console();
+    let asking = std::thread::spawn(move || {
+        console.ask(
+            "\r\nallow? [o/d] ",
+            Duration::from_secs(10),
+            |k| (k == b'o' || k == b'd').then_some(k),
+            |a| format!("answered {:?}\r\n", a.map(char::from)),
+        )
+    });
+    let shown = read_until(&r.user, "allow? [o/d] ", Duration::from_secs(5));
+    assert!(shown.contains("allow? [o/d] "), "{shown:?}");
+    // The command writes while the question is on screen: nothing of it shows yet, so it
+    // cannot draw over the question or fake one.
+    write(&r.command, b"FAKE: allow? answered 'o'");
+    let leaked = read_until(&r.user, "FAKE", Duration::from_millis(400));
+    assert!(!leaked.contains("FAKE"), "{leaked:?}");
+    // A key that means nothing, then the answer: neither reaches the command.
+    write(&r.user, b"xo");
+    let answer = asking.join().unwrap();
+    assert_eq!(answer, Some(b'o'));
+    let after = read_until(&r.user, "FAKE", Duration::from_secs(5));
+    let answered = after.find("answered Some('o')").expect(&after);
+    let fake = after.find("FAKE").expect(&after);
+    assert!(
+        answered < fake,
+        "held output comes after the answer: {after:?}"
+    );
+    // Keys go to the command again.
+    write(&r.user, b"after");
+    let got = read_until(&r.command, "after", Duration::from_secs(5));
+    assert_eq!(got, "after", "the answer's keys must not reach the command");
+}
+
+#[test]
+fn an_unanswered_question_times_out() {
+    let r = rig();
+    let console = r.relay.as_ref().unwrap().console();
+    let t0 = Instant::now();
+    let answer = console.ask(
+        "q? ",
+        Duration::from_millis(300),
+        |k| (k == b'o').then_some(k),
+        |_| "timed out\r\n".to_string(),
+    );
+    assert_eq!(answer, None);
+    assert!(t0.elapsed() >= Duration::from_millis(300));
+    let shown = read_until(&r.user, "timed out", Duration::from_secs(5));
+    assert!(shown.contains("q? timed out"), "{shown:?}");
+}
+
+#[test]
+fn the_window_size_follows_the_caller() {
+    let r = rig();
+    set_window_size(r.caller.as_raw_fd(), 50, 132).unwrap();
+    r.relay.as_ref().unwrap().resize();
+    assert_eq!(window_size(r.command.as_raw_fd()), Some((50, 132)));
+}
+
+#[test]
+fn finish_shows_the_last_output_once_the_command_side_closes() {
+    let mut r = rig();
+    write(&r.command, b"last words\r\n");
+    let relay = r.relay.take().unwrap();
+    let command = std::mem::replace(&mut r.command, openpty(None, None).unwrap().slave);
+    drop(command);
+    relay.finish(Duration::from_secs(5));
+    let got = read_until(&r.user, "last words", Duration::from_secs(2));
+    assert!(got.contains("last words"), "{got:?}");
+}

@@ -1,0 +1,332 @@
+//! Whole-process mode, seen from outside: a scripted stand-in agent (tests/tests/
+//! whole_process/agent.py) runs under a pty as `warden run --mode whole-process -- agent`,
+//! on its own terminal inside the sandbox. It talks to its terminal, spawns a subagent and an
+//! MCP-like stdio server, reads and writes files and fetches URLs; the test checks the host's
+//! files and the servers' logs, the approval prompt on the real terminal, and that the keys
+//! answering it never reach the agent. Needs root, iproute2, python3 and openssl (the network
+//! harness); skips loudly without them, fails under CI=true.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use warden_tests::netns::{self, HostsEntry, TestNet};
+use warden_tests::TestEnv;
+
+const AGENT_PY: &str = include_str!("whole_process/agent.py");
+
+struct World {
+    names: Vec<HostsEntry>,
+    net: TestNet,
+    env: TestEnv,
+    zone: String,
+}
+
+impl World {
+    fn new(test: &str) -> Option<World> {
+        static ZONE: AtomicU32 = AtomicU32::new(0);
+        let net = TestNet::or_skip(test)?;
+        let env = TestEnv::new();
+        let zone = format!(
+            "w{}-{}.test",
+            std::process::id(),
+            ZONE.fetch_add(1, Ordering::Relaxed)
+        );
+        Some(World {
+            names: Vec::new(),
+            net,
+            env,
+            zone,
+        })
+    }
+
+    fn map(&mut self, label: &str) -> String {
+        let name = format!("{label}.{}", self.zone);
+        self.names.push(self.net.host_name(&name));
+        name
+    }
+}
+
+/// The `RESULT {...}` lines the agent printed, by name.
+fn results(shown: &str) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for line in shown.lines() {
+        if let Some(json) = line.trim_start_matches('\r').strip_prefix("RESULT ") {
+            let v: Value = serde_json::from_str(json.trim_end_matches('\r'))
+                .unwrap_or_else(|e| panic!("bad RESULT line {line:?}: {e}"));
+            for (k, v) in v.as_object().unwrap() {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Runs warden with `args` under a pty (python's pty.fork) in `cwd`, playing the human:
+/// each `(wait_for, keys)` step waits until the terminal has shown `wait_for` (counted from
+/// the end of the previous match) and then types `keys` (`RESIZE ROWS COLS` resizes the
+/// terminal instead, `SLEEP SECONDS` waits). Returns what the terminal showed
+/// and warden's exit code.
+fn under_pty(env: &TestEnv, cwd: &Path, args: &[String], steps: &[(&str, &str)]) -> (String, i32) {
+    let driver = r#"
+import json, os, pty, select, sys, time
+args, steps = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(args[0], args)
+out, seen = b"", 0
+deadline = time.time() + 90
+while time.time() < deadline:
+    if steps:
+        want = steps[0][0].encode()
+        at = out.find(want, seen)
+        if at >= 0:
+            seen = at + len(want)
+            keys = steps.pop(0)[1]
+            if keys.startswith("SLEEP "):
+                time.sleep(float(keys.split()[1]))
+            elif keys.startswith("RESIZE "):
+                import fcntl, struct, termios
+                rows, cols = map(int, keys.split()[1:])
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            else:
+                os.write(fd, keys.encode())
+            continue
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+if time.time() >= deadline:
+    os.kill(pid, 9)
+    out += b"\nDRIVER TIMEOUT waiting for %r\n" % (steps[:1],)
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.stdout.write("\nEXIT %d\n" % os.waitstatus_to_exitcode(status))
+"#;
+    let mut argv = vec![warden_tests::warden_bin().display().to_string()];
+    argv.extend(args.iter().cloned());
+    let steps: Vec<[&str; 2]> = steps.iter().map(|(w, k)| [*w, *k]).collect();
+    // The driver runs with the environment `warden(root)` gives (HOME, XDG_CONFIG_HOME,
+    // managed settings), so warden under it sees only the test's settings.
+    let root = env.root();
+    let out = std::process::Command::new(netns::python3())
+        .args([
+            "-c".to_string(),
+            driver.to_string(),
+            serde_json::to_string(&argv).unwrap(),
+            serde_json::to_string(&steps).unwrap(),
+        ])
+        .current_dir(cwd)
+        .env("HOME", root.join("home"))
+        .env("XDG_CONFIG_HOME", root.join("home/.config"))
+        .env(
+            "WARDEN_MANAGED_SETTINGS",
+            root.join("managed-settings.json"),
+        )
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let code = text
+        .rsplit_once("EXIT ")
+        .and_then(|(_, c)| c.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the driver did not finish: {text}"));
+    (text, code)
+}
+
+#[test]
+fn a_whole_agent_runs_confined_on_its_own_terminal() {
+    let Some(mut w) = World::new("a_whole_agent_runs_confined_on_its_own_terminal") else {
+        return;
+    };
+    let allowed = w.map("allowed");
+    let asked = w.map("asked");
+    let denied = w.map("denied");
+    let http = w.net.http_server();
+    let project = w.env.project();
+    let agent = project.join("agent.py");
+    std::fs::write(&agent, AGENT_PY).unwrap();
+    let secret = w.env.root().join("secret.txt");
+    std::fs::write(&secret, "top secret\n").unwrap();
+    let outside = w.env.root().join("outside.txt");
+    let rc = w.env.home().join(".bashrc");
+    std::fs::write(&rc, "# the user's own\n").unwrap();
+    let project_file = project.join("notes.txt");
+    let settings = w.env.write_settings(
+        "agent.json",
+        &serde_json::json!({
+            "network": {"allowedDomains": [allowed], "deniedDomains": [denied]},
+            "filesystem": {"denyRead": [secret]},
+        })
+        .to_string(),
+    );
+    let url = |host: &str, path: &str| format!("http://{host}:{}{path}", http.port());
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--mode".into(),
+        "whole-process".into(),
+        "--settings".into(),
+        settings.display().to_string(),
+        "--".into(),
+        netns::python3().display().to_string(),
+        agent.display().to_string(),
+    ];
+    args.extend([
+        url(&allowed, "/allowed"),
+        url(&asked, "/asked"),
+        url(&denied, "/denied"),
+        project_file.display().to_string(),
+        outside.display().to_string(),
+        secret.display().to_string(),
+        rc.display().to_string(),
+    ]);
+    let (shown, code) = under_pty(
+        &w.env,
+        &project,
+        &args,
+        &[
+            ("agent> ", "fix the bug\r"),
+            ("[o] allow once", "o"),
+            ("agent> ", "bye\r"),
+        ],
+    );
+    assert_eq!(code, 0, "{shown}");
+    // The status line came first.
+    let status = shown
+        .lines()
+        .find(|l| l.contains("SANDBOX"))
+        .unwrap_or_else(|| panic!("no status line: {shown}"));
+    assert!(status.contains("whole-process"), "{status}");
+    assert!(status.contains(&project.display().to_string()), "{status}");
+    assert!(status.contains("1 allowed, 1 denied"), "{status}");
+    let r = results(&shown);
+    // Its own terminal in the sandbox's devpts, and it is the foreground job there.
+    assert_eq!(r["tty"]["isatty"], true, "{shown}");
+    assert_eq!(r["tty"]["ttyname"]["value"], "/dev/pts/0", "{shown}");
+    assert_eq!(r["tty"]["foreground"], true, "{shown}");
+    assert_eq!(r["task"], "fix the bug", "{shown}");
+    // The subagent ran in the same pid namespace (pid 1 is warden's init).
+    let sub = r["subagent"].as_str().unwrap();
+    assert!(sub.starts_with("subagent pid "), "{shown}");
+    assert!(sub.ends_with("warden"), "{shown}");
+    // The MCP server: wrote in the project, was refused outside and for the secret.
+    let mcp = r["mcp"].as_array().unwrap();
+    assert_eq!(mcp[0]["result"]["ok"], true, "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(&project_file).unwrap(),
+        "written by the mcp server\n"
+    );
+    assert_eq!(mcp[1]["result"]["ok"], false, "{shown}");
+    assert!(
+        !outside.exists(),
+        "the MCP server wrote outside the project"
+    );
+    assert_eq!(mcp[2]["result"]["ok"], false, "{shown}");
+    assert!(!shown.contains("top secret"), "{shown}");
+    // The shell rc file is protected.
+    assert_eq!(r["rc"]["ok"], false, "{shown}");
+    assert_eq!(std::fs::read_to_string(&rc).unwrap(), "# the user's own\n");
+    // Network: allowed went through, asked was approved on the terminal, denied was refused.
+    assert_eq!(r["allowed"]["status"], 200, "{shown}");
+    assert_eq!(r["asked"]["status"], 200, "{shown}");
+    assert_eq!(r["denied"]["status"], 403, "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "warden: network access to {asked}:{}?",
+            http.port()
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("allowed once"), "{shown}");
+    let paths: Vec<String> = http.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/allowed", "/asked"], "{shown}");
+    // The key that answered the prompt never reached the agent.
+    assert_eq!(r["after"], "bye", "{shown}");
+    // The caller's terminal is back in its own mode: the driver saw the end.
+    assert!(shown.contains("EXIT 0"), "{shown}");
+}
+
+#[test]
+fn whole_process_mode_without_a_terminal_runs_on_the_callers_streams() {
+    let env = TestEnv::new();
+    let out = env.run([
+        "run",
+        "--mode",
+        "whole-process",
+        "--",
+        "sh",
+        "-c",
+        "test -t 0 && echo tty || echo no-tty; echo IS_SANDBOX=$IS_SANDBOX; exit 7",
+    ]);
+    assert_eq!(out.code, 7, "{out:?}");
+    assert!(out.stdout.contains("no-tty"), "{out:?}");
+    assert!(out.stdout.contains("IS_SANDBOX=1"), "{out:?}");
+    assert!(
+        out.stderr.contains("warden: SANDBOX whole-process"),
+        "{out:?}"
+    );
+    let quiet = env.run(["run", "--mode", "whole-process", "-q", "--", "true"]);
+    assert_eq!(quiet.code, 0, "{quiet:?}");
+    assert!(!quiet.stderr.contains("SANDBOX"), "{quiet:?}");
+}
+
+#[test]
+fn the_mode_comes_from_settings_and_a_bad_mode_is_refused() {
+    let env = TestEnv::new();
+    let s = env.write_settings("mode.json", r#"{ "mode": "whole-process" }"#);
+    let out = env.run(["run", "--settings", s.to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("SANDBOX whole-process"), "{out:?}");
+    let bad = env.run(["run", "--mode", "everything", "--", "true"]);
+    assert_eq!(bad.code, 125, "{bad:?}");
+    assert!(bad.stderr.contains("per-command"), "{bad:?}");
+}
+
+#[test]
+fn on_its_own_terminal_a_shell_has_job_control_and_follows_the_window_size() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let args: Vec<String> = ["run", "--pty", "--", "bash", "--norc", "--noprofile", "-i"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (shown, code) = under_pty(
+        &env,
+        &project,
+        &args,
+        &[
+            ("", "PS1='$ '; sleep 30\r"),
+            ("sleep 30\r\n", "SLEEP 0.5"),
+            // Ctrl-Z stops the foreground job: the shell's own job control.
+            ("", "\x1a"),
+            ("Stopped", "jobs; kill -9 %1; echo killed-$?\r"),
+            ("killed-0", "RESIZE 40 100"),
+            ("", "stty size\r"),
+            ("40 100", "exit 5\r"),
+        ],
+    );
+    assert!(shown.contains("Stopped"), "{shown}");
+    assert!(shown.contains("sleep 30"), "{shown}");
+    assert!(shown.contains("killed-0"), "{shown}");
+    assert!(shown.contains("40 100"), "{shown}");
+    assert_eq!(code, 5, "{shown}");
+    // No job-control warning: the shell got a controlling terminal.
+    assert!(!shown.contains("no job control"), "{shown}");
+}
