@@ -25,6 +25,9 @@ pub struct SandboxCommand {
     /// Give the command its own terminal when warden runs on one (whole-process mode,
     /// `--pty`): job control inside, and approval prompts it cannot see or answer.
     pub terminal: bool,
+    /// The policy the running services consult, replaced when the settings change
+    /// (`crate::reload`); `None`: the policy given to `spawn`, fixed.
+    pub live: Option<std::sync::Arc<crate::policy::live::LivePolicy>>,
 }
 
 /// Resources a sandbox needs before its policy can be built: the private TMPDIR, which the

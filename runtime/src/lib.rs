@@ -16,5 +16,6 @@ pub mod macos;
 pub mod metrics;
 pub mod net;
 pub mod policy;
+pub mod reload;
 #[cfg(unix)]
 pub mod term;

@@ -1664,3 +1664,83 @@ fn from_a_terminal_warden_asks_on_the_terminal() {
     assert!(shown.contains("EXIT 0"), "{shown}");
     assert_eq!(paths(&http), ["/tty-once"]);
 }
+
+#[test]
+fn a_settings_edit_applies_to_the_running_sandbox_and_a_broken_one_is_rejected() {
+    let Some(mut w) =
+        World::new("a_settings_edit_applies_to_the_running_sandbox_and_a_broken_one_is_rejected")
+    else {
+        return;
+    };
+    let first = w.map("live-first");
+    let later = w.map("live-later");
+    let http = w.net.http_server();
+    let settings = w.env.root().join("live.json");
+    let write = |text: String| {
+        // Written aside and renamed over, as editors and warden's own allow-always do.
+        let tmp = settings.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &settings).unwrap();
+    };
+    write(format!(
+        r#"{{ "network": {{ "allowedDomains": ["{first}"] }} }}"#
+    ));
+    let project = w.env.project();
+    // The command signals each step with a file in the project and waits for the test's.
+    let script = format!(
+        "code() {{ curl -sS --max-time 30 -o /dev/null -w '%{{http_code}}' http://$1/$2; echo; }}; \
+         wait_for() {{ i=0; while [ ! -e $1 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; }}; \
+         echo before $(code {later} before); touch step1; wait_for go1; \
+         echo after $(code {later} after); touch step2; wait_for go2; \
+         echo broken $(code {later} broken)"
+    );
+    let mut cmd = w.env.command();
+    cmd.args([
+        "run",
+        "--settings",
+        settings.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    for var in PROXY_VARS {
+        cmd.env_remove(var);
+    }
+    let child = cmd.spawn().unwrap();
+    let step = |name: &str| {
+        let path = project.join(name);
+        assert!(
+            wait_for(Duration::from_secs(60), || path.exists().then_some(())).is_some(),
+            "the command never reached {name}"
+        );
+    };
+    step("step1");
+    write(format!(
+        r#"{{ "network": {{ "allowedDomains": ["{first}", "{later}"] }} }}"#
+    ));
+    // The reload is asynchronous: give it time to settle before letting the command go on.
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::write(project.join("go1"), "").unwrap();
+    step("step2");
+    // A broken edit: rejected, the previous policy (with `later`) stays.
+    write(r#"{ "network": { "allowedDomains": [ "#.to_string());
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::write(project.join("go2"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("before 403"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("after 200"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("broken 200"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("settings changed"), "{stderr}");
+    assert!(
+        stderr.contains("settings change rejected, keeping the previous policy"),
+        "{stderr}"
+    );
+    assert_eq!(paths(&http), ["/after", "/broken"]);
+}

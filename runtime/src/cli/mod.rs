@@ -79,6 +79,25 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// Every settings file the policy is built from, existing or not, in layer order.
+    pub fn files(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let cwd = match &self.cwd {
+            Some(c) => std::path::absolute(c).context("resolving --cwd")?,
+            None => std::env::current_dir().context("reading the current directory")?,
+        };
+        let Some(home) = std::env::home_dir() else {
+            bail!("cannot determine the home directory (set HOME)");
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        let paths = LayerPaths::discover(&home, &cwd, &env);
+        let mut files = vec![paths.user, paths.project];
+        for f in &self.settings {
+            files.push(std::path::absolute(f).unwrap_or_else(|_| f.clone()));
+        }
+        files.push(paths.managed);
+        Ok(files)
+    }
+
     /// Loads every layer and builds the policy.
     pub fn load(&self) -> anyhow::Result<Policy> {
         let (layers, context) = self.layers()?;

@@ -123,6 +123,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             .join(" ");
         crate::audit::set_ignored(crate::audit::ignored_paths(&policy, &line));
     }
+    let live = crate::policy::live::LivePolicy::new(std::sync::Arc::new(policy.clone()));
     let whole = policy.mode == Mode::WholeProcess;
     if whole && !args.quiet {
         let metrics = args
@@ -153,7 +154,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         violations: args.violations.clone(),
         metrics: exporter.as_ref().map(|e| e.metrics()),
         terminal: args.pty || whole,
+        live: Some(live.clone()),
     };
+    let rebuild = rebuilder(args, workspace.tmpdir());
     let sandbox = match backend.spawn(workspace, &policy, &command) {
         Ok(s) => s,
         Err(e) => {
@@ -166,6 +169,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     if let Some(Err(e)) = exporter.as_mut().map(|e| e.start(started.elapsed())) {
         eprintln!("warden: warning: {e}");
     }
+    // Settings edits apply to the running sandbox's network (started after the sandbox: the
+    // backend forks, so no thread may exist before).
+    let _reloader =
+        match crate::reload::watch(args.policy.files()?, live, rebuild, Box::new(notice)) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                notice(&format!(
+                    "warden: warning: settings changes will not apply live: {e}"
+                ));
+                None
+            }
+        };
     let code = sandbox.wait();
     if let Some(Err(e)) = exporter.map(|e| e.finish()) {
         eprintln!("warden: warning: {e}");
@@ -245,4 +260,27 @@ fn audit_loaded() -> bool {
     return crate::audit::loaded();
     #[cfg(not(target_os = "linux"))]
     false
+}
+
+/// Rebuilds the policy the way this run built it, from the files as they are now.
+fn rebuilder(args: &RunArgs, tmpdir: std::path::PathBuf) -> crate::reload::Rebuild {
+    let policy_args = args.policy.clone();
+    let flags = args.flags_layer();
+    Box::new(move || {
+        let (mut layers, mut context) = policy_args.layers().map_err(|e| format!("{e:#}"))?;
+        layers.extend(flags.clone());
+        context.tmpdir = Some(tmpdir.clone());
+        Policy::build(&layers, context, &RealFs).map_err(|e| e.to_string())
+    })
+}
+
+/// One line from warden while the command runs; on a terminal (possibly raw, under the
+/// whole-process relay) with its own carriage returns.
+fn notice(message: &str) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r{message}\r\n");
+    } else {
+        eprintln!("{message}");
+    }
 }

@@ -217,7 +217,11 @@ impl Backend for LinuxBackend {
                         Some(
                             crate::net::service::start(
                                 sockets,
-                                std::sync::Arc::new(policy.clone()),
+                                command.live.clone().unwrap_or_else(|| {
+                                    crate::policy::live::LivePolicy::new(std::sync::Arc::new(
+                                        policy.clone(),
+                                    ))
+                                }),
                                 crate::audit::proxy_sink(),
                                 publish,
                                 approver,

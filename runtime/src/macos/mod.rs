@@ -367,7 +367,7 @@ mod backend {
                         let socks =
                             tokio::net::TcpListener::from_std(socks).map_err(|e| e.to_string())?;
                         let proxy = Proxy::new(ProxyConfig {
-                            policy,
+                            policy: crate::policy::live::LivePolicy::new(policy),
                             resolver,
                             guard,
                             events: sink,

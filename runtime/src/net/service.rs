@@ -7,7 +7,6 @@ use super::guard::{AddressGuard, GuardConfig};
 use super::proxy::{Proxy, ProxyConfig};
 use super::resolve::Resolver;
 use crate::policy::decision::Decision;
-use crate::policy::merge::Policy;
 use std::sync::Arc;
 
 /// The listening sockets, already created where the sandbox can reach them.
@@ -80,11 +79,14 @@ pub struct Publish {
 
 pub fn start(
     sockets: Sockets,
-    policy: Arc<Policy>,
+    live: Arc<crate::policy::live::LivePolicy>,
     extra_sink: Option<Arc<dyn EventSink>>,
     publish: Option<Publish>,
     approver: Option<ApproverSpec>,
 ) -> Result<Service, ServiceError> {
+    // Read once at start: the parent proxy, external ports and the address guard; the
+    // domain decisions read the live policy per request.
+    let policy = live.get();
     let (published, connect) = match publish {
         Some(p) => (p.listeners, Some(p.connect)),
         None => (Vec::new(), None),
@@ -169,13 +171,13 @@ pub fn start(
                         None => None,
                     };
                     let dns = super::dns::DnsHandler::new(
-                        dns_decider(policy.clone()),
+                        dns_decider(live.clone()),
                         resolver.clone(),
                         guard.clone(),
                         sink.clone(),
                     );
                     let proxy = Proxy::new(ProxyConfig {
-                        policy,
+                        policy: live,
                         resolver,
                         guard,
                         events: sink,
@@ -261,12 +263,13 @@ async fn forward_published(listener: tokio::net::TcpListener, port: u16, connect
 /// decision for the name without a port, or else on any port an `allowedDomains` entry is
 /// scoped to (`example.com:443` makes `example.com` resolvable).
 fn dns_decider(
-    policy: Arc<Policy>,
+    live: Arc<crate::policy::live::LivePolicy>,
 ) -> Box<dyn Fn(&str) -> crate::policy::decision::Verdict + Send + Sync> {
-    let ports = policy.domains.allowed_ports();
     Box::new(
         move |name: &str| match crate::policy::domain::canonical_host(name) {
             Ok(host) => {
+                let policy = live.get();
+                let ports = policy.domains.allowed_ports();
                 let mut v = policy.check_domain(&host, None);
                 if v.decision != Decision::Allow {
                     if let Some(allowed) = ports

@@ -133,7 +133,7 @@ async fn the_proxy_hands_allowed_tunnels_to_the_parent_without_resolving_the_nam
     .unwrap();
     let events = MemorySink::new();
     let proxy = Proxy::new(ProxyConfig {
-        policy: std::sync::Arc::new(policy),
+        policy: crate::policy::live::LivePolicy::new(std::sync::Arc::new(policy)),
         // No nameserver, no hosts file: only the parent can know the name.
         resolver: crate::net::resolve::Resolver::with_nameservers(vec![], None).unwrap(),
         guard: AddressGuard::new(GuardConfig::default()),

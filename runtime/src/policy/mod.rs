@@ -9,6 +9,7 @@ pub mod decision;
 pub mod domain;
 pub mod fsview;
 pub mod hook;
+pub mod live;
 pub mod load;
 pub mod mandatory;
 pub mod merge;

@@ -23,7 +23,6 @@ use crate::net::guard::AddressGuard;
 use crate::net::resolve::Resolver;
 use crate::policy::decision::{Decision, ReasonKind, Verdict};
 use crate::policy::domain::Host;
-use crate::policy::merge::Policy;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +32,8 @@ use tokio::net::TcpStream;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct ProxyConfig {
-    pub policy: Arc<Policy>,
+    /// The policy in force (replaced live when the settings change).
+    pub policy: Arc<crate::policy::live::LivePolicy>,
     pub resolver: Resolver,
     pub guard: AddressGuard,
     pub events: Arc<dyn EventSink>,
@@ -95,7 +95,7 @@ impl Proxy {
     ) -> (Option<Host>, NetEvent) {
         match crate::policy::domain::canonical_host(host_text) {
             Ok(host) => {
-                let v = self.config.policy.check_domain(&host, Some(port));
+                let v = self.config.policy.get().check_domain(&host, Some(port));
                 let event = NetEvent::new(protocol, &host.to_string(), Some(port), &v);
                 (Some(host), event)
             }

@@ -42,7 +42,7 @@ async fn setup(allowed: &[&str], loopback_allowed: bool, token: Option<&str>) ->
     });
     let events = MemorySink::new();
     let proxy = Proxy::new(ProxyConfig {
-        policy: Arc::new(policy),
+        policy: crate::policy::live::LivePolicy::new(Arc::new(policy)),
         resolver,
         guard,
         events: events.clone(),
