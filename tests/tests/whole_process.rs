@@ -330,3 +330,107 @@ fn on_its_own_terminal_a_shell_has_job_control_and_follows_the_window_size() {
     // No job-control warning: the shell got a controlling terminal.
     assert!(!shown.contains("no job control"), "{shown}");
 }
+
+#[test]
+fn command_text_runs_the_gated_line_sandboxed_and_a_hook_can_refuse_it() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let outside = env.root().join("outside.txt");
+    let keep = project.join("keep.txt");
+    std::fs::write(&keep, "keep me\n").unwrap();
+    // The line runs as `sh -c LINE` in the sandbox: its exit code passes through, writes
+    // outside the project are refused.
+    let line = format!(
+        "echo made > made.txt; echo x > {} 2>/dev/null || echo refused; exit 4",
+        outside.display()
+    );
+    let out = env.run(["run", "--command-text", &line]);
+    assert_eq!(out.code, 4, "{out:?}");
+    assert!(out.stdout.contains("refused"), "{out:?}");
+    assert!(project.join("made.txt").exists());
+    assert!(!outside.exists());
+    // A hook that refuses `rm` lines and allows the rest.
+    let hook = env.root().join("hook.sh");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nin=$(cat)\ncase \"$in\" in\n  *'\"command\":\"rm '*) echo '{\"decision\":\"deny\",\"reason\":\"no rm today\"}' ;;\n  *) echo allow ;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let s = env.write_settings(
+        "hook.json",
+        &serde_json::json!({"warden": {"hooks": {"beforeCommand": hook}}}).to_string(),
+    );
+    let refused = env.run([
+        "run",
+        "--settings",
+        s.to_str().unwrap(),
+        "--command-text",
+        "rm keep.txt",
+    ]);
+    assert_eq!(refused.code, 126, "{refused:?}");
+    assert!(refused.stderr.contains("no rm today"), "{refused:?}");
+    assert!(keep.exists(), "the refused line ran");
+    let allowed = env.run([
+        "run",
+        "--settings",
+        s.to_str().unwrap(),
+        "--command-text",
+        "cat keep.txt",
+    ]);
+    assert_eq!(allowed.code, 0, "{allowed:?}");
+    assert_eq!(allowed.stdout, "keep me\n");
+}
+
+#[test]
+fn an_unsandboxed_request_is_asked_on_the_terminal_and_never_runs_as_root() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let s = env.write_settings("u.json", r#"{ "allowUnsandboxedCommands": true }"#);
+    let marker = env.root().join("ran-unsandboxed");
+    let line = format!("touch {}", marker.display());
+    let args = |_: ()| -> Vec<String> {
+        [
+            "run",
+            "--settings",
+            s.to_str().unwrap(),
+            "--unsandboxed",
+            "--command-text",
+            &line,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    // Denied at the prompt: refused, nothing ran.
+    let (shown, code) = under_pty(&env, &project, &args(()), &[("[d] deny", "d")]);
+    assert!(
+        shown.contains(&format!("warden: running {line}?")),
+        "{shown}"
+    );
+    assert!(shown.contains("outside the sandbox"), "{shown}");
+    assert!(!shown.contains("[a] allow always"), "{shown}");
+    assert_eq!(code, 126, "{shown}");
+    assert!(!marker.exists());
+    // Approved, but warden runs as root outside any sandbox: refused all the same.
+    let (shown, code) = under_pty(&env, &project, &args(()), &[("[d] deny", "o")]);
+    assert!(shown.contains("allowed once"), "{shown}");
+    assert!(
+        shown.contains("refusing to run a command unsandboxed as root"),
+        "{shown}"
+    );
+    assert_eq!(code, 125, "{shown}");
+    assert!(!marker.exists());
+    // Without a terminal nobody can approve it.
+    let out = env.run([
+        "run",
+        "--settings",
+        s.to_str().unwrap(),
+        "--unsandboxed",
+        "--command-text",
+        &line,
+    ]);
+    assert_eq!(out.code, 126, "{out:?}");
+    assert!(out.stderr.contains("no approver"), "{out:?}");
+    assert!(!marker.exists());
+}

@@ -59,6 +59,33 @@ impl TtyApprover {
     }
 }
 
+impl TtyApprover {
+    /// Asks now, on this thread (before a sandbox exists, when no runtime runs: a command
+    /// line the policy leaves to approval). The relay's console, if that is the screen.
+    pub fn ask_blocking(&self, request: &PermissionRequest) -> Answer {
+        match &self.screen {
+            Screen::Tty(tty) => match tty.lock() {
+                Ok(mut t) => prompt(&mut t, request),
+                Err(_) => Answer::Deny,
+            },
+            Screen::Relay(console) => match console.get() {
+                Some(c) => c
+                    .ask(
+                        &render(request),
+                        Duration::from_secs(request.timeout_seconds),
+                        |k| {
+                            key_answer(k)
+                                .filter(|a| request.options.contains(a) || *a == Answer::Deny)
+                        },
+                        |a| format!("{}\r\n", shown(a.unwrap_or(Answer::Deny))),
+                    )
+                    .unwrap_or(Answer::Deny),
+                None => Answer::Deny,
+            },
+        }
+    }
+}
+
 impl Approver for TtyApprover {
     fn ask(&self, request: PermissionRequest) -> Pin<Box<dyn Future<Output = Answer> + Send + '_>> {
         let screen = match &self.screen {
@@ -124,8 +151,17 @@ pub(crate) fn render(request: &PermissionRequest) -> String {
             .unwrap_or_default();
         text.push_str(&format!("  rule: {}{from}\r\n", clean(rule)));
     }
+    let mut options = String::new();
+    for (option, label) in [
+        (Answer::AllowOnce, "[o] allow once  "),
+        (Answer::AllowAlways, "[a] allow always  "),
+    ] {
+        if request.options.is_empty() || request.options.contains(&option) {
+            options.push_str(label);
+        }
+    }
     text.push_str(&format!(
-        "  [o] allow once  [a] allow always  [d] deny   (denied in {} s): ",
+        "  {options}[d] deny   (denied in {} s): ",
         request.timeout_seconds
     ));
     text

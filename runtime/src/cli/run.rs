@@ -60,8 +60,22 @@ pub struct RunArgs {
     /// No status line at start in whole-process mode.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The agent's shell line, instead of CMD: decided by the command policy and the
+    /// `beforeCommand` hook (asking what they leave to approval), then run as `sh -c LINE`.
+    /// A refused line exits 126 without running.
+    #[arg(long, value_name = "LINE", conflicts_with = "command")]
+    pub command_text: Option<String>,
+    /// With --command-text: the agent asks to run the line outside the sandbox
+    /// (dangerouslyDisableSandbox). Only where `allowUnsandboxedCommands` permits it, after
+    /// approval, and never as root outside a sandbox.
+    #[arg(long, requires = "command_text")]
+    pub unsandboxed: bool,
     /// The command and its arguments.
-    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+    #[arg(
+        trailing_var_arg = true,
+        required_unless_present = "command_text",
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -98,6 +112,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     layers.extend(args.flags_layer());
     context.tmpdir = Some(workspace.tmpdir());
     let policy = Policy::build(&layers, context, &RealFs)?;
+    // `--command-text`: the line is gated first; nothing is set up for a refused one.
+    let argv = match &args.command_text {
+        None => args.command.clone(),
+        Some(line) => match gate(&policy, args, line)? {
+            Gate::Refused(code) => return Ok(code),
+            Gate::Unsandboxed => return run_unsandboxed(line),
+            Gate::Sandboxed => ["sh", "-c", line.as_str()].map(OsString::from).to_vec(),
+        },
+    };
     // Metrics (#5): the listener is bound now; it serves once the sandbox runs.
     let mut exporter = crate::metrics::request(
         &policy,
@@ -115,8 +138,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         exporter.as_ref().map(|e| e.metrics()),
     ) {
         crate::audit::begin(request)?;
-        let line = args
-            .command
+        let line = argv
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
@@ -147,7 +169,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         );
     }
     let command = SandboxCommand {
-        argv: args.command.clone(),
+        argv: argv.clone(),
         env: std::env::vars_os().collect(),
         publish: args.publish.clone(),
         approvals: args.approvals.clone(),
@@ -283,4 +305,103 @@ fn notice(message: &str) {
     } else {
         eprintln!("{message}");
     }
+}
+
+/// Exit code of a command line the policy or the hook refused (as a shell says "cannot
+/// execute").
+pub const EXIT_REFUSED: i32 = 126;
+
+enum Gate {
+    Sandboxed,
+    Unsandboxed,
+    Refused(i32),
+}
+
+/// `--command-text`: the command policy and the `beforeCommand` hook decide; what they leave
+/// to approval is asked on the terminal (denied when nobody can answer).
+fn gate(policy: &Policy, args: &RunArgs, line: &str) -> anyhow::Result<Gate> {
+    use crate::approve::{Answer, PermissionRequest, RequestKind};
+    use crate::policy::command::Placement;
+    use crate::policy::decision::Decision;
+    let session = std::env::var("WARDEN_SESSION").unwrap_or_else(|_| "default".to_string());
+    let g = crate::hooks::gate_command(
+        policy,
+        line,
+        &policy.context.cwd,
+        !args.unsandboxed,
+        &session,
+    );
+    let v = &g.verdict;
+    let rule = v
+        .rule
+        .as_ref()
+        .map(|r| format!(" (rule: {} \"{}\" from {})", r.list, r.entry, r.provenance))
+        .unwrap_or_default();
+    let allowed = match v.decision {
+        Decision::Allow => true,
+        Decision::Deny => false,
+        Decision::RequiresApproval => {
+            let approver = policy
+                .context
+                .approver_attached
+                .then(crate::approve::tty::TtyApprover::open)
+                .flatten();
+            match approver {
+                Some(a) => {
+                    let answer = a.ask_blocking(&PermissionRequest {
+                        id: 1,
+                        kind: RequestKind::Command,
+                        target: line.to_string(),
+                        reason: v.reason.clone(),
+                        rule: v
+                            .rule
+                            .as_ref()
+                            .map(|r| format!("{}: \"{}\"", r.list, r.entry)),
+                        provenance: v.rule.as_ref().map(|r| r.provenance.to_string()),
+                        options: vec![Answer::AllowOnce, Answer::Deny],
+                        timeout_seconds: crate::approve::NETWORK_TIMEOUT.as_secs(),
+                    });
+                    answer != Answer::Deny
+                }
+                None => {
+                    eprintln!(
+                        "warden: command refused: {}{rule}; no approver (non-interactive)",
+                        v.reason
+                    );
+                    return Ok(Gate::Refused(EXIT_REFUSED));
+                }
+            }
+        }
+    };
+    if !allowed {
+        eprintln!("warden: command refused: {}{rule}", v.reason);
+        return Ok(Gate::Refused(EXIT_REFUSED));
+    }
+    Ok(match g.placement {
+        Placement::Sandboxed => Gate::Sandboxed,
+        Placement::Unsandboxed => Gate::Unsandboxed,
+    })
+}
+
+/// An approved request to run a line outside the sandbox. Never as root outside a sandbox:
+/// root's unsandboxed command could undo every protection warden gives.
+fn run_unsandboxed(line: &str) -> anyhow::Result<i32> {
+    let inside = std::env::var("IS_SANDBOX").is_ok_and(|v| v == "1");
+    if nix::unistd::geteuid().is_root() && !inside {
+        anyhow::bail!(
+            "refusing to run a command unsandboxed as root (outside a sandbox); run it as an \
+             unprivileged user or sandboxed"
+        );
+    }
+    eprintln!("warden: running unsandboxed (approved): {line}");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .status()
+        .map_err(|e| anyhow::anyhow!("running sh: {e}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(crate::cli::EXIT_WARDEN))
 }
