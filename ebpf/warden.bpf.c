@@ -21,6 +21,11 @@
 #include <bpf/bpf_endian.h>
 #include "warden.bpf.h"
 
+#ifndef container_of
+#define container_of(ptr, type, member) \
+	((type *)((void *)(ptr) - bpf_core_field_offset(type, member)))
+#endif
+
 char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
@@ -77,14 +82,7 @@ struct {
 	__type(value, __u32);
 } watch_config SEC(".maps");
 
-/* What a thread's current syscall is about, from entry to exit. */
-struct pending {
-	struct event ev;
-	__u64 upath;  /* user pointers, read again at exit when entry could not read them */
-	__u64 upath2;
-	__s64 nr;     /* the system call it belongs to */
-};
-
+/* What a thread's current syscall is about, from entry to exit (struct pending: warden.bpf.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -358,10 +356,108 @@ static __always_inline bool fd_is_dev_null(long fd)
 	return (mode & S_IFMT) == S_IFCHR && rdev == DEV_NULL;
 }
 
+/* Longest working directory resolved in the kernel, in components; deeper ones are left to
+ * userspace (/proc/PID/cwd while the process lives). */
+#define CWD_DEPTH 32
+/* Room each name is read into (NAME_MAX + 1). */
+#define NAME_ROOM 256
+
+/* One step up from a directory during the walk below. */
+struct cwd_walk {
+	struct dentry *d;
+	struct vfsmount *vm;
+	struct mount *m;
+	struct dentry *root_d;
+	struct vfsmount *root_m;
+	__u32 off;
+	__u16 n;
+	__s16 done; /* 1: reached the root; -1: gave up */
+};
+
+static long cwd_step(__u32 i, void *arg)
+{
+	struct cwd_walk *w = arg;
+	/* Plain locals: CO-RE relocations apply to kernel types, not to this walk's own. */
+	struct dentry *d = w->d;
+	struct vfsmount *vm = w->vm;
+	struct mount *m = w->m;
+	if (d == w->root_d && vm == w->root_m) {
+		w->done = 1;
+		return 1;
+	}
+	struct dentry *mnt_root = BPF_CORE_READ(vm, mnt_root);
+	if (d == mnt_root) {
+		/* The root of a mount: continue from where it is mounted. */
+		struct mount *parent = BPF_CORE_READ(m, mnt_parent);
+		if (parent == m) {
+			w->done = 1;
+			return 1;
+		}
+		w->d = BPF_CORE_READ(m, mnt_mountpoint);
+		w->m = parent;
+		w->vm = &parent->mnt;
+		return 0;
+	}
+	struct dentry *up = BPF_CORE_READ(d, d_parent);
+	if (up == d) {
+		w->done = 1;
+		return 1;
+	}
+	/* The names go into the pending record's second path (free for one-path calls). */
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pending *p = bpf_map_lookup_elem(&pending_calls, &tid);
+	__u32 off = w->off;
+	if (!p || off > PATH_LEN - NAME_ROOM) {
+		w->done = -1;
+		return 1;
+	}
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	long len = bpf_probe_read_kernel_str(p->ev.path2 + off, NAME_ROOM, name);
+	if (len <= 1) {
+		w->done = -1;
+		return 1;
+	}
+	w->off = off + (__u32)len;
+	w->n++;
+	w->d = up;
+	return 0;
+}
+
+/*
+ * The caller's working directory, for a failed call on a relative path: its names from the
+ * innermost up to the task's root (the sandbox's, after pivot_root), crossing mount points,
+ * NUL-terminated one after the other in the pending record's path2; their number in
+ * `*count`. Read in the kernel because the process may be gone by the time userspace sees
+ * the record. One bpf_loop step per name keeps the verifier's work per step, not per path.
+ * Returns false when the walk did not reach the root (too deep, or the names did not fit).
+ */
+static __always_inline bool cwd_names(__u16 *count)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fs_struct *fs = BPF_CORE_READ(task, fs);
+	if (!fs)
+		return false;
+	struct cwd_walk w = {};
+	w.d = BPF_CORE_READ(fs, pwd.dentry);
+	w.vm = BPF_CORE_READ(fs, pwd.mnt);
+	w.root_d = BPF_CORE_READ(fs, root.dentry);
+	w.root_m = BPF_CORE_READ(fs, root.mnt);
+	w.m = container_of(w.vm, struct mount, mnt);
+	bpf_loop(CWD_DEPTH, cwd_step, &w, 0);
+	if (w.done != 1)
+		return false;
+	*count = w.n;
+	return true;
+}
+
 /* Exit of a recorded file syscall: report refusals and opens of a denyRead mask. */
 static __always_inline void file_exit(struct pending *p, long ret)
 {
 	bool report = ret == -EACCES || ret == -EPERM || ret == -EROFS;
+	/* A BPF LSM rule matched (observe mode lets the call through): reported whatever the
+	 * result, so the record says what enforce mode would refuse. */
+	if (p->ev.flags & FL_LSM)
+		report = true;
 	__u16 op = p->ev.op;
 	if (!report && ret >= 0 &&
 	    (op == OP_OPENAT || op == OP_OPENAT2 || op == OP_OPEN) &&
@@ -376,6 +472,11 @@ static __always_inline void file_exit(struct pending *p, long ret)
 		read_path(p->ev.path, p->upath, &late);
 		read_path(p->ev.path2, p->upath2, &late);
 	}
+	/* A path relative to the working directory, on a call with one path (path2 is free):
+	 * the directory is resolved now. */
+	if (p->ev.path[0] && p->ev.path[0] != '/' && !(p->ev.flags & FL_RELATIVE) &&
+	    !p->ev.path2[0] && cwd_names(&p->ev.port))
+		p->ev.flags |= FL_CWD;
 	p->ev.ret = (__s32)ret;
 	p->ev.ts_ns = bpf_ktime_get_boot_ns();
 	emit(&p->ev);

@@ -17,6 +17,10 @@
 #define EV_CONNECT 3 /* connect() on AF_INET/AF_INET6, address from cgroup/connect4/6 */
 #define EV_UNIX 4    /* connect() on AF_UNIX, path from cgroup/connect_unix */
 #define EV_SYSCALL 5 /* a call refused at entry (seccomp): flags = its number, family = arg 0 */
+/* From the BPF LSM programs (warden_lsm.bpf.c), only for what no tracepoint entry covers: */
+#define EV_PTRACE 6   /* ptrace_access_check across the sandbox boundary: pid = tracer, flags = tracee pid, family = mode */
+#define EV_SOCKET 7   /* socket_connect in a family the cgroup programs do not see: family */
+#define EV_LSM_FILE 8 /* a file rule matched with no syscall entry (exec, io_uring, fd passing): op, path */
 
 /* event.op: the system call (EV_FILE, EV_CONNECT, EV_UNIX) */
 #define OP_OPENAT 1
@@ -48,6 +52,11 @@
 #define OP_MKNODAT 27
 #define OP_MKNOD 28
 #define OP_CONNECT 40
+#define OP_SOCKET 41
+#define OP_EXEC 42    /* bprm_check_security */
+#define OP_PTRACE 43  /* ptrace_access_check */
+#define OP_READ 44    /* file_permission: read(2) through a descriptor */
+#define OP_WRITE 45   /* file_permission: write(2) through a descriptor */
 
 /* event.flags bits beyond the open flags (bits 32..63) */
 #define FL_MASKED (1ULL << 32)    /* the open succeeded on the /dev/null a denyRead mask binds */
@@ -55,12 +64,31 @@
 #define FL_PATH_LATE (1ULL << 34) /* the path could not be read at entry; read at exit instead */
 #define FL_TRUNCATED (1ULL << 35) /* the path filled PATH_LEN */
 #define FL_UNIX_DENIED (1ULL << 36) /* connect_unix refused: the path is not in allowUnixSockets */
+#define FL_LSM (1ULL << 37)        /* a BPF LSM rule of the sandbox matched this operation */
+#define FL_LSM_DENIED (1ULL << 38) /* ... and the LSM refused it (warden.audit.enforce) */
+#define FL_CWD (1ULL << 37) /* a relative path: path2 holds the caller's working directory as
+                             * `port` NUL-terminated names, innermost first (read at exit) */
 
 /* Key of unix_allow: a watched cgroup and a socket path, NUL-padded. */
 #define UNIX_KEY_LEN 128
 struct unix_key {
 	__u64 cgroup_id;
 	char path[UNIX_KEY_LEN];
+};
+
+/* The BPF LSM programs (warden_lsm.bpf.c): a sandbox's mode (map lsm_cgroups, by cgroup id)
+ * and the classes of the inodes its rules name (map lsm_inodes: bits, nearest ancestor wins). */
+#define LSM_OBSERVE 1 /* record what enforce mode would refuse, refuse nothing */
+#define LSM_ENFORCE 2 /* refuse it (EACCES; EPERM for ptrace) and record */
+#define LSM_INO_WRITABLE 1   /* a writable root (allowWrite, the private TMPDIR) */
+#define LSM_INO_PROTECTED 2  /* read-only again inside a writable root (denyWrite, mandatory) */
+#define LSM_INO_DENY_READ 4  /* denyRead */
+#define LSM_INO_ALLOW_READ 8 /* allowRead inside a denyRead directory */
+struct lsm_inode_key {
+	__u64 cgroup_id;
+	__u64 ino;
+	__u32 dev; /* the kernel's dev_t of the inode's superblock: MKDEV(major, minor) */
+	__u32 pad;
 };
 
 /* The drop counters (per-CPU array `drops`) */
@@ -87,5 +115,16 @@ struct event {
 	char path[PATH_LEN];  /*  88 */
 	char path2[PATH_LEN]; /* 600: rename/link target, symlink content, exec argv head */
 };                        /* 1112 */
+
+/* What a thread's current syscall is about, from entry (raw_tp/sys_enter, or a cgroup
+ * connect hook) to exit (raw_tp/sys_exit): the map `pending_calls`, keyed by thread id. The
+ * BPF LSM programs share the map (libbpf reuses its descriptor) and mark the entry of the call
+ * they judge (FL_LSM, FL_LSM_DENIED), so one record comes out per operation. */
+struct pending {
+	struct event ev;
+	__u64 upath;  /* user pointers, read again at exit when entry could not read them */
+	__u64 upath2;
+	__s64 nr;     /* the system call it belongs to */
+};
 
 #endif

@@ -1,7 +1,9 @@
-//! Builds the eBPF skeleton of `ebpf/warden.bpf.c` (Linux targets only): `vmlinux.h` from the
-//! build machine's kernel BTF with bpftool (or the file `WARDEN_VMLINUX_H` names), the object
-//! with clang (`WARDEN_BPF_CLANG`, else `clang-19`, else `clang`), and the Rust skeleton with
-//! libbpf-cargo into `OUT_DIR/warden.skel.rs`. See ebpf/README.md.
+//! Builds the eBPF skeletons of `ebpf/warden.bpf.c` and `ebpf/warden_lsm.bpf.c` (Linux targets
+//! only): `vmlinux.h` from the build machine's kernel BTF with bpftool (or the file
+//! `WARDEN_VMLINUX_H` names), the objects with clang (`WARDEN_BPF_CLANG`, else `clang-19`, else
+//! `clang`), and the Rust skeletons with libbpf-cargo into `OUT_DIR/warden.skel.rs` and
+//! `OUT_DIR/warden_lsm.skel.rs`. Two objects: the BPF LSM programs are loaded on their own, so
+//! a kernel that refuses them still loads the tracepoints. See ebpf/README.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -86,6 +88,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=../ebpf/warden.bpf.c");
     println!("cargo:rerun-if-changed=../ebpf/warden.bpf.h");
+    println!("cargo:rerun-if-changed=../ebpf/warden_lsm.bpf.c");
     println!("cargo:rerun-if-env-changed=WARDEN_BPF_CLANG");
     println!("cargo:rerun-if-env-changed=WARDEN_VMLINUX_H");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
@@ -96,7 +99,6 @@ fn main() {
         std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| fail("CARGO_MANIFEST_DIR unset")),
     );
     let ebpf = manifest.join("../ebpf");
-    let source = ebpf.join("warden.bpf.c");
     let clang = clang();
     let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
         Ok("x86_64") => "x86",
@@ -106,22 +108,28 @@ fn main() {
         Err(_) => fail("CARGO_CFG_TARGET_ARCH unset"),
     };
     vmlinux_h(&out);
-    let result = libbpf_cargo::SkeletonBuilder::new()
-        .source(&source)
-        .clang(&clang)
-        .clang_args([
-            format!("-I{}", out.display()),
-            format!("-I{}", ebpf.display()),
-            format!("-D__TARGET_ARCH_{arch}"),
-            "-O2".to_string(),
-            "-g".to_string(),
-            "-Wall".to_string(),
-        ])
-        .build_and_generate(out.join("warden.skel.rs"));
-    if let Err(e) = result {
-        fail(&format!(
-            "compiling {} with {clang}: {e:#}",
-            source.display()
-        ));
+    for (source, skel) in [
+        ("warden.bpf.c", "warden.skel.rs"),
+        ("warden_lsm.bpf.c", "warden_lsm.skel.rs"),
+    ] {
+        let source = ebpf.join(source);
+        let result = libbpf_cargo::SkeletonBuilder::new()
+            .source(&source)
+            .clang(&clang)
+            .clang_args([
+                format!("-I{}", out.display()),
+                format!("-I{}", ebpf.display()),
+                format!("-D__TARGET_ARCH_{arch}"),
+                "-O2".to_string(),
+                "-g".to_string(),
+                "-Wall".to_string(),
+            ])
+            .build_and_generate(out.join(skel));
+        if let Err(e) = result {
+            fail(&format!(
+                "compiling {} with {clang}: {e:#}",
+                source.display()
+            ));
+        }
     }
 }

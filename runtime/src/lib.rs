@@ -4,6 +4,7 @@
 //! [`policy::Policy`] (effective rules with provenance; pure decisions) → a backend that
 //! builds the sandbox → events → sinks. See `docs/architecture.md`.
 
+pub mod api;
 pub mod approve;
 #[cfg(target_os = "linux")]
 pub mod audit;

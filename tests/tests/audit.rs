@@ -477,3 +477,59 @@ fn file_records_name_the_policy_rule_and_its_settings_file() {
         "{r:#}"
     );
 }
+
+#[test]
+fn relative_paths_are_recorded_absolute_even_when_the_process_is_already_gone() {
+    if !ready("relative_paths_are_recorded_absolute_even_when_the_process_is_already_gone") {
+        return;
+    }
+    let env = TestEnv::new();
+    let deep = env.project().join("a/b/c");
+    std::fs::create_dir_all(&deep).unwrap();
+    let locked = env.project().join("a/locked.txt");
+    std::fs::write(&locked, "keep\n").unwrap();
+    let outside = env.root().join("rel-outside.txt");
+    let s = settings(
+        &env,
+        &format!(
+            r#""filesystem": {{ "denyWrite": ["{}"] }},"#,
+            locked.display()
+        ),
+    );
+    let file = env.root().join("violations.jsonl");
+    // Each refused write is made by a short-lived process on a path relative to its working
+    // directory (below the project's writable mount, so the kernel's walk crosses a mount
+    // point): the record must name the absolute path though the process is gone before
+    // userspace could look its directory up.
+    let script = format!(
+        "cd {deep}; for i in 1 2 3; do sh -c 'echo x > ../../locked.txt' 2>/dev/null; done; \
+         sh -c 'echo y > ../../../../rel-outside.txt' 2>/dev/null; true",
+        deep = deep.display()
+    );
+    let out = run(
+        &env,
+        &["--settings", &s, "--violations", file.to_str().unwrap()],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(std::fs::read_to_string(&locked).unwrap(), "keep\n");
+    assert!(!outside.exists());
+    let recs = records(&file);
+    let locked_recs = find(&recs, "file-write", locked.to_str().unwrap());
+    let total: u64 = locked_recs
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(total, 3, "{recs:#?}");
+    assert_eq!(
+        locked_recs[0]["rule"],
+        format!("filesystem.denyWrite: {:?}", locked.display().to_string())
+    );
+    let r = one(&recs, "file-write", outside.to_str().unwrap());
+    assert_eq!(r["errno"]["name"], "EROFS", "{r:#}");
+    assert!(
+        recs.iter()
+            .all(|r| !r["target"].as_str().unwrap_or("/").starts_with('.')),
+        "a relative target: {recs:#?}"
+    );
+}

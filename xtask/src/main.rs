@@ -3,7 +3,10 @@
 //! Plain `std::process::Command` calls, each printed before it runs, so every step can be
 //! repeated by hand.
 
+mod bench_audit;
 mod bench_proxy;
+mod ops_screenshot;
+mod vm_test;
 
 use anyhow::{bail, Context, Result};
 use std::env;
@@ -20,6 +23,8 @@ use std::time::Instant;
 /// The audit layer's eBPF programs (runtime/build.rs) need clang-19 (C for the bpf target),
 /// bpftool (vmlinux.h from the kernel's BTF), and libbpf-dev, libelf-dev and zlib1g-dev
 /// (libbpf-sys, vendored, links libelf and zlib).
+/// tests/tests/ops.rs runs prometheus and promtool (both in Debian's `prometheus`) against
+/// docs/ops/ (on a systemd host the package also starts its own service on :9090).
 const APT_PACKAGES: &[&str] = &[
     "clang-19",
     "bpftool",
@@ -34,6 +39,7 @@ const APT_PACKAGES: &[&str] = &[
     "iproute2",
     "openssl",
     "wget",
+    "prometheus",
 ];
 
 const RUSTUP_COMPONENTS: &[&str] = &["rustfmt", "clippy"];
@@ -56,7 +62,7 @@ commands:
                         apt packages);
                         a fast no-op when everything is present
   ci                    setup, cargo fmt --check, clippy, cargo check for macOS, build,
-                        test, demo: what CI runs
+                        the library API examples, test, demo: what CI runs
   demo                  build warden and show policy decisions for a demo project
   bench [NAME [ARGS]]   run criterion benchmarks (known: decisions); ARGS go to criterion
   bench spawn [--runs N]
@@ -64,7 +70,19 @@ commands:
                         bubblewrap and srt, interleaved, N rounds (default 200; srt
                         every 4th); installs the peers if missing; writes
                         target/bench-spawn.md
-  vm-test               kernel-matrix tests under qemu (arrive with the auditing issue)
+  bench audit [--runs N]
+                        audit on (--violations, eBPF) vs off: wall time of find/stat,
+                        git status and cargo build, events/s without drops,
+                        violation-to-metric latency; root; N rounds (default 10);
+                        writes target/bench-audit.md
+  ops-screenshot        render docs/ops/grafana-dashboard.json's queries from a live
+                        Prometheus scraping two warden runs into docs/ops/dashboard.png
+                        (headless Chromium; not Grafana, which no registry we use has);
+                        root; installs prometheus and chromium if missing
+  vm-test               the BPF LSM path in a qemu guest (TCG, Debian 6.12 cloud kernel):
+                        enforce refuses inside the sandbox only, observe records; and on
+                        a host that refuses BPF LSM, enforce fails closed (exit 125).
+                        Not part of ci (about 2 minutes; vm-tests/README.md)
   fuzz [TARGET] [--seconds N]
                         fuzz each target (known: settings, host, shell, path), or the one
                         named, for N seconds (default 60) with cargo-fuzz (installed if
@@ -95,11 +113,9 @@ fn run(args: &[String]) -> Result<ExitCode> {
         "setup" => setup()?,
         "ci" => ci()?,
         "demo" => demo()?,
+        "ops-screenshot" => ops_screenshot()?,
         "bench" => return bench(rest),
-        "vm-test" => {
-            eprintln!("xtask: vm-test arrives with the auditing issue; nothing to run yet");
-            return Ok(ExitCode::from(2));
-        }
+        "vm-test" => vm_test::vm_test()?,
         "fuzz" => return fuzz(rest),
         "help" | "-h" | "--help" => print!("{USAGE}"),
         "" => return Ok(usage_error("no command given")),
@@ -346,6 +362,7 @@ fn ci() -> Result<()> {
         cargo_step(&["check", "-p", "warden", "--target", target])?;
     }
     cargo_step(&["build", "--workspace", "--all-targets"])?;
+    step("library API examples", run_examples)?;
     step("cargo test --workspace", cargo_test)?;
     step("cargo xtask demo", demo)?;
     println!("\n==> ci passed in {:.0}s", start.elapsed().as_secs_f64());
@@ -364,6 +381,26 @@ fn cargo_step(args: &[&str]) -> Result<()> {
     step(&format!("cargo {}", args.join(" ")), || {
         run_cmd(&mut cargo(args))
     })
+}
+
+/// Runs every example of the warden crate (runtime/examples/, built by the step before) with
+/// `WARDEN_BIN` naming the binary that build made; each exits non-zero when the sandbox did not
+/// behave.
+fn run_examples() -> Result<()> {
+    // xtask runs from target/<profile>/, where the build put warden.
+    let warden = env::current_exe()?.with_file_name("warden");
+    let mut names: Vec<String> = fs::read_dir(root().join("runtime/examples"))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".rs").map(str::to_string))
+        .collect();
+    names.sort();
+    for name in &names {
+        let mut cmd = cargo(&["run", "-q", "-p", "warden", "--example", name]);
+        cmd.env("WARDEN_BIN", &warden);
+        println!("\n$ WARDEN_BIN={} {}", warden.display(), show(&cmd));
+        run_cmd(&mut cmd).with_context(|| format!("example {name}"))?;
+    }
+    Ok(())
 }
 
 /// `cargo test --workspace`, streamed, then each test binary's `test result:` line again as a
@@ -665,12 +702,38 @@ fn demo_run(
 }
 
 // ---------------------------------------------------------------------------------------------
+// ops-screenshot
+
+/// `ops-screenshot`: see xtask/src/ops_screenshot.rs. Root, as the eBPF series need it.
+fn ops_screenshot() -> Result<()> {
+    if !is_root() {
+        bail!("ops-screenshot runs warden with auditing required, which needs root");
+    }
+    apt_install(&["prometheus", "chromium", "curl"])?;
+    let mut build = cargo(&["build", "-p", "warden", "--bin", "warden"]);
+    println!("ops-screenshot: {}", show(&build));
+    run_cmd(&mut build)?;
+    let exe = env::current_exe()?;
+    let warden = exe.with_file_name("warden");
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root().join("target"));
+    let (png, html) = ops_screenshot::default_paths(root(), &target);
+    ops_screenshot::run(&warden, &png, &html)
+}
+
+// ---------------------------------------------------------------------------------------------
 // bench
 
 /// `bench [NAME [ARGS...]]`: one benchmark (ARGS go to criterion), or all of them.
 fn bench(args: &[String]) -> Result<ExitCode> {
     if let Some(("spawn", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
         return bench_spawn(rest);
+    }
+    if let Some(("audit", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
+        return bench_audit_cmd(rest);
     }
     if let Some(("proxy", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
         if let Some(arg) = rest.first() {
@@ -699,7 +762,7 @@ fn bench(args: &[String]) -> Result<ExitCode> {
         Some((name, rest)) if BENCHES.contains(&name.as_str()) => (vec![name.as_str()], rest),
         Some((name, _)) => {
             eprintln!(
-                "xtask: unknown benchmark `{name}`; known: {}, spawn, proxy",
+                "xtask: unknown benchmark `{name}`; known: {}, spawn, proxy, audit",
                 BENCHES.join(", ")
             );
             return Ok(ExitCode::from(2));
@@ -715,6 +778,59 @@ fn bench(args: &[String]) -> Result<ExitCode> {
     println!("bench: {}", show(&cmd));
     run_cmd(&mut cmd)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Rounds of `bench audit` when `--runs` is not given.
+const AUDIT_RUNS: usize = 10;
+
+/// `bench audit [--runs N]`: see xtask/src/bench_audit.rs.
+fn bench_audit_cmd(args: &[String]) -> Result<ExitCode> {
+    let mut runs = AUDIT_RUNS;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let value = if arg == "--runs" {
+            match args.next() {
+                Some(value) => value.as_str(),
+                None => return Ok(usage_error("bench audit: `--runs` needs a value")),
+            }
+        } else if let Some(value) = arg.strip_prefix("--runs=") {
+            value
+        } else {
+            return Ok(usage_error(&format!(
+                "bench audit: unknown argument `{arg}`"
+            )));
+        };
+        match value.parse::<usize>() {
+            Ok(n) if n > 0 => runs = n,
+            _ => {
+                return Ok(usage_error(&format!(
+                    "bench audit: `--runs {value}`: expected a positive whole number"
+                )))
+            }
+        }
+    }
+    if !is_root() {
+        bail!("bench audit loads warden's eBPF programs, which needs root");
+    }
+    apt_install(&["git", "python3"])?;
+    let mut build = cargo(&["build", "--release", "-p", "warden"]);
+    println!("bench audit: {}", show(&build));
+    run_cmd(&mut build)?;
+    // xtask runs from <target>/debug/; the release build is in <target>/release/.
+    let target = env::current_exe()?
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root().join("target"));
+    let tmp = tempfile::Builder::new()
+        .prefix("warden-bench-audit-")
+        .tempdir()?;
+    bench_audit::run(
+        &target.join("release").join("warden"),
+        tmp.path(),
+        runs,
+        &target.join("bench-audit.md"),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ pub struct Programs {
     /// Tracepoint links: global, filtered by `watched` in the kernel.
     _links: Vec<Link>,
     watches: Vec<(u64, Vec<Link>)>,
+    /// The `unix_allow` keys inserted for each watched cgroup ([`Programs::enforce_unix`]).
+    unix_keys: Vec<(u64, Vec<Vec<u8>>)>,
     level: Option<u32>,
     /// How long open + load (the verifier) + attach took.
     pub load_time: Duration,
@@ -118,6 +120,7 @@ impl Programs {
             skel,
             _links: links,
             watches: Vec::new(),
+            unix_keys: Vec::new(),
             level: None,
             load_time: start.elapsed(),
             attached,
@@ -197,6 +200,10 @@ impl Programs {
                 .unix_allow
                 .update(&key, &[1u8], MapFlags::ANY)
                 .map_err(|e| map_err("inserting an allowed unix socket", e))?;
+            match self.unix_keys.iter_mut().find(|(w, _)| *w == id) {
+                Some((_, keys)) => keys.push(key),
+                None => self.unix_keys.push((id, vec![key])),
+            }
         }
         self.skel
             .maps
@@ -205,10 +212,38 @@ impl Programs {
             .map_err(|e| map_err("enforcing allowUnixSockets", e))
     }
 
-    /// Stops recording cgroup `id` and detaches its cgroup programs.
+    /// Stops recording cgroup `id`, detaches its cgroup programs and removes its
+    /// `allowUnixSockets` entries. Once nothing is watched, a cgroup of another level may be.
     pub fn unwatch(&mut self, id: u64) {
         let _ = self.skel.maps.watched.delete(&id.to_ne_bytes());
+        let _ = self.skel.maps.unix_enforce.delete(&id.to_ne_bytes());
+        for (_, keys) in self.unix_keys.iter().filter(|(w, _)| *w == id) {
+            for key in keys {
+                let _ = self.skel.maps.unix_allow.delete(key);
+            }
+        }
+        self.unix_keys.retain(|(w, _)| *w != id);
         self.watches.retain(|(w, _)| *w != id);
+        if self.watches.is_empty() {
+            self.level = None;
+        }
+    }
+
+    /// The cgroup ids in the `watched` map, as the kernel holds them.
+    pub fn watched_count(&self) -> usize {
+        self.skel.maps.watched.keys().count()
+    }
+
+    /// Cgroups watched (with their cgroup programs attached).
+    pub fn watching(&self) -> usize {
+        self.watches.len()
+    }
+
+    /// The maps the BPF LSM object shares with this one (audit/lsm.rs): ring buffer, drop
+    /// counters, watched level, per-thread entries.
+    pub fn lsm_shared(&self) -> super::lsm::Shared<'_> {
+        let m = &self.skel.maps;
+        super::lsm::shared(&m.events, &m.drops, &m.watch_config, &m.pending_calls)
     }
 
     /// A handle on the ring buffer (a duplicated descriptor) for the reader.

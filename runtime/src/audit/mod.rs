@@ -7,6 +7,9 @@
 //!   drop counters.
 //! - [`record`]: decoding of the ring buffer's events and their classification (kind,
 //!   operation, errno, layer), proxy events as records; pure and unit-tested.
+//! - [`protocol`], [`client`], [`daemon`]: the node daemon (`warden audit`) that loads the
+//!   programs once for every sandbox of a machine, its line protocol, and `warden run`'s side
+//!   of it (docs/audit-daemon.md, decisions/0003).
 //! - this file: [`Auditor`] (programs + reader thread), [`Collector`] (coalescing, the file,
 //!   the annotation) and the per-run session `warden run` drives.
 //!
@@ -14,9 +17,15 @@
 //! process-wide value: `cli/run.rs` opens it ([`begin`]) before the sandbox exists, the Linux
 //! backend calls [`watch`] once the cgroup exists (before the go byte: the command's first
 //! syscall is covered), [`start_reader`] once the sandbox runs (threads are fine from then
-//! on), hands [`proxy_sink`] to the proxy, and [`finish`] after the command ended.
+//! on), hands [`proxy_sink`] to the proxy, and [`finish`] after the command ended. When an
+//! audit daemon listens, [`begin`] connects to it instead of loading the programs, [`watch`]
+//! registers the cgroup with it, and the records it streams back feed the same collector.
 
 pub mod bpf;
+pub mod client;
+pub mod daemon;
+pub mod lsm;
+pub mod protocol;
 pub mod record;
 
 use crate::metrics::Metrics;
@@ -53,6 +62,8 @@ pub enum AuditError {
     Reader(String),
     #[error("auditing is required (warden.audit.required) but unavailable: {0}")]
     Required(Box<AuditError>),
+    #[error("audit daemon: {0}")]
+    Daemon(String),
     #[error("network.allowUnixSockets is enforced by warden's cgroup/connect_unix eBPF program, which is unavailable ({0}); warden will not open every unix socket instead (run as root, set `allowAllUnixSockets: true`, or remove the paths)")]
     UnixSockets(Box<AuditError>),
 }
@@ -196,8 +207,13 @@ impl Auditor {
     }
 }
 
+/// A relative path whose working directory the kernel did not send (too deep, or the call
+/// had a second path): userspace looks it up.
 fn relative(ev: &RawEvent) -> bool {
-    ev.kind == record::EV_FILE && !ev.path.is_empty() && ev.path.first() != Some(&b'/')
+    ev.kind == record::EV_FILE
+        && !ev.path.is_empty()
+        && ev.path.first() != Some(&b'/')
+        && ev.flags & record::FL_CWD == 0
 }
 
 /// The working directory of `pid` (for relative paths), if it is still alive.
@@ -287,6 +303,8 @@ pub struct Collector {
     inner: Mutex<Inner>,
     /// Counted as they arrive, before coalescing (`--metrics-*`).
     metrics: Option<Arc<Metrics>>,
+    /// The audit daemon, when the run registered with one: the proxy's records go up too.
+    uplink: std::sync::OnceLock<Arc<client::Uplink>>,
 }
 
 #[derive(Default)]
@@ -294,6 +312,8 @@ struct Inner {
     /// `ignoreViolations` paths that apply to this run's command: records whose target lies
     /// below one are dropped (not written, counted or shown).
     ignored: Vec<PathBuf>,
+    /// The operator's labels (`--label`), put on records that carry none.
+    labels: std::collections::BTreeMap<String, String>,
     file: Option<(PathBuf, std::fs::File)>,
     batch: Vec<ViolationRecord>,
     /// Violations over the whole run, by coalescing key, in first-seen order.
@@ -335,14 +355,18 @@ impl Collector {
                 ..Inner::default()
             }),
             metrics,
+            uplink: std::sync::OnceLock::new(),
         }))
     }
 
     /// The one place every record passes (kernel and proxy): counted, then batched.
-    pub fn push(&self, rec: ViolationRecord) {
+    pub fn push(&self, mut rec: ViolationRecord) {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
+        if rec.labels.is_empty() {
+            rec.labels = inner.labels.clone();
+        }
         if rec.violation
             && inner
                 .ignored
@@ -362,6 +386,26 @@ impl Collector {
         if let Ok(mut inner) = self.inner.lock() {
             inner.ignored = paths;
         }
+    }
+
+    /// The `ignoreViolations` paths of this run.
+    pub fn ignored(&self) -> Vec<PathBuf> {
+        self.inner
+            .lock()
+            .map(|i| i.ignored.clone())
+            .unwrap_or_default()
+    }
+
+    /// The operator's labels (`--label`), put on every record that carries none.
+    pub fn set_labels(&self, labels: &crate::metrics::Labels) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.labels = labels.as_map().clone();
+        }
+    }
+
+    /// Where the proxy's records go besides this collector: the audit daemon.
+    pub fn set_uplink(&self, uplink: Arc<client::Uplink>) {
+        let _ = self.uplink.set(uplink);
     }
 
     /// Coalesces the batch (identical records become one with a count) and writes it.
@@ -514,14 +558,20 @@ impl EventSink for ProxySink {
         }
         // Bytes are not taken from the event: they were counted as they moved
         // (`transferred`), also for a tunnel that ended in an error.
-        self.collector
-            .push(record::from_net_event(&self.sandbox, &event));
+        let rec = record::from_net_event(&self.sandbox, &event);
+        if let Some(up) = self.collector.uplink.get() {
+            up.record(&rec);
+        }
+        self.collector.push(rec);
         self.collector.flush();
     }
 
     fn transferred(&self, up: u64, down: u64) {
         if let Some(m) = &self.collector.metrics {
             m.network_bytes(up, down);
+        }
+        if let Some(u) = self.collector.uplink.get() {
+            u.bytes(up, down);
         }
     }
 }
@@ -563,18 +613,29 @@ pub fn request(
 ) -> Option<AuditRequest> {
     let e = &policy.effective;
     let file = violations.or_else(|| e.str("warden.audit.violationsFile").map(PathBuf::from));
-    let required = e.bool("warden.audit.required").unwrap_or(false);
+    // warden.audit.enforce (the BPF LSM third layer, audit/lsm.rs) needs the programs too.
+    let required = e.bool("warden.audit.required").unwrap_or(false)
+        || e.bool("warden.audit.enforce").unwrap_or(false);
     let sinks = file.is_some() || annotate || metrics.is_some();
     let unix_sockets = unix_socket_paths(policy);
     let enabled =
         required || unix_sockets.is_some() || e.bool("warden.audit.enabled").unwrap_or(sinks);
-    (enabled || sinks).then_some(AuditRequest {
+    // An audit daemon on this machine sees every sandbox, also those that ask for nothing;
+    // but the BPF LSM layer shares the maps of programs loaded in this process.
+    let in_process = e.bool("warden.audit.enforce").unwrap_or(false);
+    let node = !in_process
+        && protocol::socket_path(std::env::var_os(protocol::SOCKET_ENV))
+            .is_some_and(|p| p.exists());
+    (enabled || sinks || node).then_some(AuditRequest {
         enabled,
         required,
         file,
         annotate,
         unix_sockets,
         metrics,
+        node,
+        in_process,
+        labels: crate::metrics::Labels::default(),
     })
 }
 
@@ -633,11 +694,23 @@ pub struct AuditRequest {
     /// `--metrics-file`, `--metrics-addr`: every record, proxy decision and byte the proxy
     /// moves is counted here, and the programs attached.
     pub metrics: Option<Arc<Metrics>>,
+    /// An audit daemon's socket exists: register with it (also when nothing else is asked
+    /// for; then its records are not streamed back).
+    pub node: bool,
+    /// The programs must be this process's own, never the audit daemon's
+    /// (`warden.audit.enforce`: the BPF LSM layer shares their maps, audit/lsm.rs).
+    pub in_process: bool,
+    /// `--label NAME=VALUE`: on the run's records, and the daemon's records and metrics.
+    pub labels: crate::metrics::Labels,
 }
 
 enum Stage {
     Loaded(Box<Auditor>),
     Running(Box<Running>),
+    /// Connected to the audit daemon (registered once [`watch`] ran).
+    Daemon(Box<client::Client>),
+    /// Registered, its records read.
+    DaemonRunning(Box<client::Running>),
     None,
 }
 
@@ -651,35 +724,22 @@ struct Session {
 
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 
-/// Opens the run's audit session: opens the violations file and, when enabled, loads the
-/// programs. An error means the run must not start (the file cannot be opened, or auditing
-/// is required and unavailable); when auditing is merely enabled, a failure is one warning.
+/// Opens the run's audit session: opens the violations file and, when an audit daemon
+/// listens, connects to it; else, when enabled, loads the programs. An error means the run
+/// must not start (the file cannot be opened, or auditing is required and unavailable); when
+/// auditing is merely enabled, a failure is one warning.
 pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
     let collector = Collector::with_metrics(request.file.as_deref(), request.metrics.clone())?;
-    let stage = if request.enabled {
-        match Auditor::load() {
-            Ok(a) => {
-                if let Some(m) = &request.metrics {
-                    for name in a.attached_names() {
-                        m.program_loaded(name);
-                    }
-                }
-                Stage::Loaded(Box::new(a))
-            }
-            Err(e) if request.unix_sockets.is_some() => {
-                return Err(AuditError::UnixSockets(Box::new(e)))
-            }
-            Err(e) if request.required => return Err(AuditError::Required(Box::new(e))),
-            Err(e) => {
-                eprintln!(
-                    "warden: warning: running without kernel audit records \
-                     (warden.audit.required is false): {e}"
-                );
-                Stage::None
-            }
-        }
+    collector.set_labels(&request.labels);
+    let daemon = if (request.enabled || request.node) && !request.in_process {
+        client::Client::connect()
     } else {
-        Stage::None
+        None
+    };
+    let stage = match daemon {
+        Some(c) => Stage::Daemon(Box::new(c)),
+        None if request.enabled => load(&request)?,
+        None => Stage::None,
     };
     if let Ok(mut s) = SESSION.lock() {
         *s = Some(Session {
@@ -693,11 +753,38 @@ pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
     Ok(())
 }
 
+/// Loads the run's own programs ([`begin`], or when the daemon did not take the sandbox).
+fn load(request: &AuditRequest) -> Result<Stage, AuditError> {
+    match Auditor::load() {
+        Ok(a) => {
+            if let Some(m) = &request.metrics {
+                for name in a.attached_names() {
+                    m.program_loaded(name);
+                }
+            }
+            Ok(Stage::Loaded(Box::new(a)))
+        }
+        Err(e) if request.unix_sockets.is_some() => Err(AuditError::UnixSockets(Box::new(e))),
+        Err(e) if request.required => Err(AuditError::Required(Box::new(e))),
+        Err(e) => {
+            eprintln!(
+                "warden: warning: running without kernel audit records \
+                 (warden.audit.required is false): {e}"
+            );
+            Ok(Stage::None)
+        }
+    }
+}
+
 /// Whether the eBPF programs are loaded for this run.
 pub fn loaded() -> bool {
     SESSION.lock().is_ok_and(|s| {
-        s.as_ref()
-            .is_some_and(|s| matches!(s.stage, Stage::Loaded(_)))
+        s.as_ref().is_some_and(|s| {
+            matches!(
+                s.stage,
+                Stage::Loaded(_) | Stage::Daemon(_) | Stage::DaemonRunning(_)
+            )
+        })
     })
 }
 
@@ -741,8 +828,10 @@ pub fn set_ignored(paths: Vec<PathBuf>) {
     }
 }
 
-/// Watches the sandbox's cgroup. Errors only when auditing is required.
-pub fn watch(cgroup_dir: &Path) -> Result<(), AuditError> {
+/// Watches the sandbox's cgroup: registers it with the audit daemon, or with the run's own
+/// programs. `view` (the plan's mounts) is what the daemon's classifier needs. Errors only
+/// when auditing is required.
+pub fn watch(cgroup_dir: &Path, view: SandboxView) -> Result<(), AuditError> {
     let Ok(mut guard) = SESSION.lock() else {
         return Ok(());
     };
@@ -751,6 +840,36 @@ pub fn watch(cgroup_dir: &Path) -> Result<(), AuditError> {
     };
     if let Some(name) = cgroup_dir.file_name() {
         s.sandbox = name.to_string_lossy().into_owned();
+    }
+    if let Stage::Daemon(_) = s.stage {
+        let Stage::Daemon(mut client) = std::mem::replace(&mut s.stage, Stage::None) else {
+            return Ok(());
+        };
+        let registered = registration(s, cgroup_dir, &view)
+            .and_then(|(id, reg)| client.register(&reg).map(|programs| (id, programs)));
+        match registered {
+            Ok((id, programs)) => {
+                s.cgroup_id = Some(id);
+                if let Some(m) = &s.request.metrics {
+                    for name in &programs {
+                        m.program_loaded(name);
+                    }
+                }
+                s.stage = Stage::Daemon(client);
+                return Ok(());
+            }
+            Err(e) if !s.request.enabled => {
+                eprintln!("warden: warning: the audit daemon did not take this sandbox: {e}");
+                return Ok(());
+            }
+            Err(e) => {
+                eprintln!(
+                    "warden: warning: the audit daemon did not take this sandbox ({e}); \
+                     loading warden's own eBPF programs"
+                );
+                s.stage = load(&s.request)?;
+            }
+        }
     }
     let Stage::Loaded(auditor) = &mut s.stage else {
         return Ok(());
@@ -782,6 +901,61 @@ pub fn watch(cgroup_dir: &Path) -> Result<(), AuditError> {
             Ok(())
         }
     }
+}
+
+/// The registration of the session's sandbox (cgroup `dir`, mounts `view`), and its cgroup
+/// id.
+fn registration(
+    s: &Session,
+    dir: &Path,
+    view: &SandboxView,
+) -> Result<(u64, protocol::Register), AuditError> {
+    use std::os::unix::fs::MetadataExt;
+    let cg_err = |reason: String| AuditError::Cgroup {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let id = std::fs::metadata(dir)
+        .map_err(|e| cg_err(e.to_string()))?
+        .ino();
+    let cgroup = dir
+        .to_str()
+        .ok_or_else(|| cg_err("not UTF-8".into()))?
+        .to_string();
+    let text = |paths: &[PathBuf]| -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
+    };
+    let unix_sockets = match &s.request.unix_sockets {
+        Some(paths) => Some(
+            paths
+                .iter()
+                .map(|p| String::from_utf8(p.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| AuditError::Daemon("an allowUnixSockets path is not UTF-8".into()))?,
+        ),
+        None => None,
+    };
+    Ok((
+        id,
+        protocol::Register {
+            sandbox: s.sandbox.clone(),
+            cgroup_id: id,
+            cgroup,
+            labels: s.request.labels.as_map().clone(),
+            pid: std::process::id(),
+            view: protocol::View {
+                writable: text(&view.writable),
+                protected: text(&view.protected),
+                masked: text(&view.masked),
+                ignored: text(&s.collector.ignored()),
+            },
+            unix_sockets,
+            stream: s.request.enabled,
+        },
+    ))
 }
 
 /// The session failed to watch a cgroup because there is none (failIfUnavailable false).
@@ -820,20 +994,38 @@ pub fn start_reader(view: SandboxView) {
     if s.cgroup_id.is_none() {
         return;
     }
-    if let Stage::Loaded(auditor) = std::mem::replace(&mut s.stage, Stage::None) {
-        let view = SandboxView {
-            sandbox: s.sandbox.clone(),
-            ..view
-        };
-        match auditor.start(view, s.collector.clone()) {
-            Ok(r) => {
-                if let Some(m) = &s.request.metrics {
-                    count_losses(m, &Losses::default());
+    match std::mem::replace(&mut s.stage, Stage::None) {
+        Stage::Loaded(auditor) => {
+            let view = SandboxView {
+                sandbox: s.sandbox.clone(),
+                ..view
+            };
+            match auditor.start(view, s.collector.clone()) {
+                Ok(r) => {
+                    if let Some(m) = &s.request.metrics {
+                        count_losses(m, &Losses::default());
+                    }
+                    s.stage = Stage::Running(Box::new(r))
                 }
-                s.stage = Stage::Running(Box::new(r))
+                Err(e) => eprintln!("warden: warning: kernel audit records stopped: {e}"),
             }
-            Err(e) => eprintln!("warden: warning: kernel audit records stopped: {e}"),
         }
+        Stage::Daemon(client) => {
+            match client.start(
+                s.collector.clone(),
+                view.policy.clone(),
+                s.request.metrics.clone(),
+            ) {
+                Ok(r) => {
+                    if let Some(m) = &s.request.metrics {
+                        count_losses(m, &Losses::default());
+                    }
+                    s.stage = Stage::DaemonRunning(Box::new(r))
+                }
+                Err(e) => eprintln!("warden: warning: kernel audit records stopped: {e}"),
+            }
+        }
+        other => s.stage = other,
     }
 }
 
@@ -862,6 +1054,18 @@ pub fn finish() {
                 count_losses(m, &losses);
             }
             losses
+        }
+        Stage::DaemonRunning(r) => {
+            let losses = r.finish();
+            if let Some(m) = &s.request.metrics {
+                count_losses(m, &losses);
+            }
+            // The run asked for no records of its own: the daemon's losses are its business.
+            if s.request.enabled {
+                losses
+            } else {
+                Losses::default()
+            }
         }
         _ => Losses::default(),
     };

@@ -8,6 +8,7 @@ fn rec(target: &str, violation: bool) -> ViolationRecord {
     ViolationRecord {
         time: "T".into(),
         sandbox: "warden-1".into(),
+        labels: Default::default(),
         source: "ebpf",
         cgroup_id: Some(1),
         pid: Some(2),

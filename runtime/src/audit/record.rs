@@ -5,8 +5,10 @@
 
 use crate::net::event::{NetEvent, Stage};
 use crate::policy::decision::Decision;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// `EVENT_VERSION` and the layout of `struct event` in `ebpf/warden.bpf.h`.
@@ -46,6 +48,9 @@ pub const FL_RELATIVE: u64 = 1 << 33;
 pub const FL_PATH_LATE: u64 = 1 << 34;
 pub const FL_TRUNCATED: u64 = 1 << 35;
 pub const FL_UNIX_DENIED: u64 = 1 << 36;
+/// A relative path's working directory, resolved in the kernel: `path2` holds `port` names,
+/// innermost first (decoded into the absolute directory).
+pub const FL_CWD: u64 = 1 << 37;
 
 pub const AF_UNIX: u16 = 1;
 pub const AF_INET: u16 = 2;
@@ -80,6 +85,38 @@ pub struct RawEvent {
     /// [`RawEvent::unix_path`]).
     pub path: Vec<u8>,
     pub path2: Vec<u8>,
+}
+
+/// `path` with `.` and `..` folded lexically (`/w/a/b/../x` → `/w/a/x`): how a relative path
+/// resolved against the working directory is shown and matched against rules. (A `..` after a
+/// symlink is folded as written, not as the kernel followed it.)
+pub(crate) fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The absolute directory from `count` NUL-terminated names, innermost first (FL_CWD).
+pub(crate) fn cwd_from_names(bytes: &[u8], count: u16) -> Vec<u8> {
+    let names: Vec<&[u8]> = bytes.split(|b| *b == 0).take(usize::from(count)).collect();
+    let mut out = Vec::new();
+    for name in names.iter().rev() {
+        out.push(b'/');
+        out.extend_from_slice(name);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
 }
 
 fn field<const N: usize>(data: &[u8], off: usize) -> [u8; N] {
@@ -130,6 +167,8 @@ impl RawEvent {
                 argv.pop();
             }
             argv
+        } else if kind == EV_FILE && flags & FL_CWD != 0 {
+            cwd_from_names(path2_bytes, port)
         } else {
             cstr(path2_bytes)
         };
@@ -187,7 +226,7 @@ fn cstr_abstract(name: &[u8]) -> Vec<u8> {
 }
 
 /// What kind of thing was attempted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     FileRead,
@@ -217,7 +256,7 @@ impl Kind {
 }
 
 /// The layer that refused (inferred for file errors: see [`Classifier`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layer {
     /// The mount view: read-only binds (EROFS) and denyRead masks.
@@ -228,7 +267,7 @@ pub enum Layer {
     Seccomp,
     /// warden's network proxy.
     Proxy,
-    /// BPF LSM programs (not on this path yet).
+    /// warden's BPF LSM programs (audit/lsm.rs): the third layer, `warden.audit.enforce`.
     Lsm,
     /// The sandbox's empty network namespace: a direct connection that bypassed the proxy.
     Netns,
@@ -256,7 +295,7 @@ impl Layer {
 }
 
 /// An errno with its name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Errno {
     pub name: String,
     pub number: i32,
@@ -271,15 +310,20 @@ impl Errno {
     }
 }
 
-/// One line of the violations file.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One line of the violations file. Also read back (the audit daemon and `warden run` pass
+/// records to each other as JSON: docs/audit-daemon.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ViolationRecord {
     /// RFC 3339, UTC, milliseconds.
     pub time: String,
     /// `warden-<pid>`: the sandbox's cgroup leaf name.
     pub sandbox: String,
+    /// The operator's labels of the sandbox (`warden run --label NAME=VALUE`), if any.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// Where the record came from: `ebpf` (the kernel) or `proxy`.
-    pub source: &'static str,
+    #[serde(deserialize_with = "source_name")]
+    pub source: Source,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup_id: Option<u64>,
     /// Process ids as the host sees them.
@@ -320,11 +364,28 @@ pub struct ViolationRecord {
     pub count: u64,
 }
 
+/// A record's `source`. (An alias: written as `&'static str` in the struct, serde's derive
+/// would make every deserializer borrow for `'static`; it is read through [`SOURCES`].)
+pub type Source = &'static str;
+
+/// The sources a record names; anything else reads as `other`.
+pub const SOURCES: [&str; 4] = ["ebpf", "proxy", "seatbelt", "other"];
+
+fn source_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    let text = String::deserialize(d)?;
+    Ok(SOURCES
+        .iter()
+        .copied()
+        .find(|s| *s == text)
+        .unwrap_or("other"))
+}
+
 impl ViolationRecord {
     /// What makes two records "identical" for coalescing: everything but time and count.
     pub fn coalesce_key(&self) -> String {
         format!(
-            "{:?}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}",
+            "{}|{:?}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}",
+            self.sandbox,
             self.kind,
             self.operation,
             self.target,
@@ -538,6 +599,7 @@ impl Classifier {
         let mut rec = ViolationRecord {
             time,
             sandbox: self.view.sandbox.clone(),
+            labels: BTreeMap::new(),
             source: "ebpf",
             cgroup_id: Some(ev.cgroup_id),
             pid: Some(ev.pid),
@@ -574,6 +636,10 @@ impl Classifier {
                 rec.errno = None;
             }
             EV_FILE => self.file(ev, &mut rec, cwd),
+            // The BPF LSM programs' own records (audit/lsm.rs).
+            super::lsm::EV_PTRACE | super::lsm::EV_SOCKET | super::lsm::EV_LSM_FILE => {
+                super::lsm::classify(ev, &mut rec, self.view.policy.as_deref())?
+            }
             EV_CONNECT => {
                 let ip = ev.ip()?;
                 if is_proxy_endpoint(ip, ev.port) {
@@ -655,15 +721,22 @@ impl Classifier {
     fn file(&self, ev: &RawEvent, rec: &mut ViolationRecord, cwd: Option<&Path>) {
         let raw = String::from_utf8_lossy(&ev.path).into_owned();
         let relative_to_fd = ev.flags & FL_RELATIVE != 0;
+        // The kernel's own view of the working directory when it sent one; else what
+        // userspace found (/proc/PID/cwd, while the process lived).
+        let kernel_cwd =
+            (ev.flags & FL_CWD != 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&ev.path2)));
+        let cwd = kernel_cwd.as_deref().or(cwd);
         let path = match cwd {
-            Some(c) if !raw.starts_with('/') && !relative_to_fd && !raw.is_empty() => c.join(&raw),
+            Some(c) if !raw.starts_with('/') && !relative_to_fd && !raw.is_empty() => {
+                lexical(&c.join(&raw))
+            }
             _ => PathBuf::from(&raw),
         };
         rec.target = path.display().to_string();
         if ev.flags & FL_TRUNCATED != 0 {
             rec.target.push('…');
         }
-        if !ev.path2.is_empty() {
+        if !ev.path2.is_empty() && ev.flags & FL_CWD == 0 {
             rec.detail = Some(String::from_utf8_lossy(&ev.path2).into_owned());
         }
         let write = is_write(ev.op, ev.flags & 0xffff_ffff);
@@ -679,6 +752,11 @@ impl Classifier {
                 "denyRead: the file is masked by /dev/null in the sandbox (reads return nothing)"
                     .into(),
             );
+            self.attach_rule(rec, &path, write);
+            return;
+        }
+        // Marked by a BPF LSM program (audit/lsm.rs): its layer when it decided.
+        if super::lsm::file_layer(ev, rec, write) {
             self.attach_rule(rec, &path, write);
             return;
         }
@@ -725,22 +803,32 @@ impl Classifier {
 
     /// The rule the policy engine names for the same path and access, when one decides.
     fn attach_rule(&self, rec: &mut ViolationRecord, path: &Path, write: bool) {
-        let Some(policy) = &self.view.policy else {
-            return;
-        };
-        if !path.is_absolute() {
-            return;
+        if let Some(policy) = &self.view.policy {
+            attach_rule(policy, rec, path, write);
         }
-        let access = if write {
-            crate::policy::path::Access::Write
-        } else {
-            crate::policy::path::Access::Read
-        };
-        let verdict = policy.check_path(&crate::policy::fsview::RealFs, path, access);
-        if let Some(rule) = verdict.rule {
-            rec.rule = Some(format!("{}: {:?}", rule.list, &*rule.entry));
-            rec.provenance = Some(rule.provenance.to_string());
-        }
+    }
+}
+
+/// The rule the policy engine names for `path` (read or `write`), when one decides, into
+/// `rec.rule` and `rec.provenance`.
+pub fn attach_rule(
+    policy: &crate::policy::merge::Policy,
+    rec: &mut ViolationRecord,
+    path: &Path,
+    write: bool,
+) {
+    if !path.is_absolute() {
+        return;
+    }
+    let access = if write {
+        crate::policy::path::Access::Write
+    } else {
+        crate::policy::path::Access::Read
+    };
+    let verdict = policy.check_path(&crate::policy::fsview::RealFs, path, access);
+    if let Some(rule) = verdict.rule {
+        rec.rule = Some(format!("{}: {:?}", rule.list, &*rule.entry));
+        rec.provenance = Some(rule.provenance.to_string());
     }
 }
 
@@ -762,6 +850,7 @@ pub fn from_net_event(sandbox: &str, ev: &NetEvent) -> ViolationRecord {
     ViolationRecord {
         time: rfc3339_ms(ev.time_ms),
         sandbox: sandbox.to_string(),
+        labels: BTreeMap::new(),
         source: "proxy",
         cgroup_id: None,
         pid: None,

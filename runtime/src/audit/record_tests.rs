@@ -440,3 +440,18 @@ fn kind_and_layer_names_are_their_serde_names() {
         assert_eq!(serde_json::to_value(l).unwrap(), l.name());
     }
 }
+
+#[test]
+fn a_working_directory_sent_as_names_becomes_an_absolute_path() {
+    assert_eq!(cwd_from_names(b"c\0b\0a\0\0\0", 3), b"/a/b/c".to_vec());
+    assert_eq!(cwd_from_names(b"\0\0", 0), b"/".to_vec());
+    // Only `count` names are taken, whatever follows.
+    assert_eq!(cwd_from_names(b"x\0stale\0", 1), b"/x".to_vec());
+}
+
+#[test]
+fn relative_paths_are_folded_lexically() {
+    assert_eq!(lexical(Path::new("/w/a/b/../../x")), PathBuf::from("/w/x"));
+    assert_eq!(lexical(Path::new("/w/./a/../../../..")), PathBuf::from("/"));
+    assert_eq!(lexical(Path::new("/w/a")), PathBuf::from("/w/a"));
+}

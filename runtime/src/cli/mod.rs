@@ -1,6 +1,8 @@
 //! Command-line interface: clap definitions and thin handlers over the policy engine.
 //! This is the binary's edge: errors become one `warden: error: …` line and exit 125.
 
+#[cfg(target_os = "linux")]
+mod audit_cmd;
 mod check;
 #[cfg(target_os = "linux")]
 mod doctor;
@@ -56,6 +58,10 @@ enum Command {
     /// Query a violations file (`warden run --violations FILE`): by time, kind, or as it grows.
     #[cfg(target_os = "linux")]
     Violations(violations::ViolationsArgs),
+    /// The node audit daemon: loads the eBPF programs once; every `warden run` on the machine
+    /// registers its sandbox with it (docs/audit-daemon.md). Runs until SIGINT or SIGTERM.
+    #[cfg(target_os = "linux")]
+    Audit(audit_cmd::AuditArgs),
     /// Print the sandbox profile a platform's backend applies, on any OS:
     /// `warden profile --platform macos` prints the Seatbelt profile and its -D parameters.
     Profile(profile_cmd::ProfileArgs),
@@ -195,6 +201,8 @@ pub fn run() -> i32 {
         Command::Profile(args) => profile_cmd::run(&args),
         #[cfg(target_os = "linux")]
         Command::Violations(args) => violations::run(&args),
+        #[cfg(target_os = "linux")]
+        Command::Audit(args) => audit_cmd::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -48,6 +48,11 @@ pub struct RunArgs {
     /// `warden.metrics.allowRemote`), e.g. 127.0.0.1:9464; `/healthz` answers `ok`.
     #[arg(long = "metrics-addr", alias = "metrics-listen", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// A label NAME=VALUE on the run's metrics (every series) and violation records, and on
+    /// the audit daemon's (repeatable, at most 8; NAME: [a-zA-Z_][a-zA-Z0-9_]*, VALUE: at
+    /// most 128 bytes). Use bounded values (team, project, agent), never a per-run id.
+    #[arg(long = "label", value_name = "NAME=VALUE")]
+    pub label: Vec<String>,
     /// `whole-process`: the command is a whole agent — on its own terminal (job control,
     /// approval prompts it can neither see nor answer), with a status line at start.
     /// Default: the settings' `mode`, else `per-command`.
@@ -121,13 +126,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             Gate::Sandboxed => ["sh", "-c", line.as_str()].map(OsString::from).to_vec(),
         },
     };
+    // `--label` (#5): on the run's metrics and records, and the audit daemon's.
+    let labels = crate::metrics::Labels::parse(&args.label)?;
     // Metrics (#5): the listener is bound now; it serves once the sandbox runs.
     let mut exporter = crate::metrics::request(
         &policy,
         args.metrics_file.clone(),
         args.metrics_listen.clone(),
     )?
-    .map(crate::metrics::Exporter::open)
+    .map(|r| {
+        crate::metrics::Exporter::open(crate::metrics::MetricsRequest {
+            labels: labels.clone(),
+            ..r
+        })
+    })
     .transpose()?;
     // Audit (#5): loaded before the sandbox exists, still single-threaded.
     #[cfg(target_os = "linux")]
@@ -137,7 +149,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         args.annotate_stderr,
         exporter.as_ref().map(|e| e.metrics()),
     ) {
-        crate::audit::begin(request)?;
+        crate::audit::begin(crate::audit::AuditRequest {
+            labels: labels.clone(),
+            ..request
+        })?;
+        // The BPF LSM path (observe, or enforce: warden.audit.enforce), next to the tracepoints.
+        crate::audit::lsm::begin(&crate::audit::lsm::LsmRequest::from_policy(&policy))?;
         let line = argv
             .iter()
             .map(|a| a.to_string_lossy())

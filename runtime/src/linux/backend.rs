@@ -138,7 +138,9 @@ impl Backend for LinuxBackend {
                 }
                 applied.map_err(BackendError::Limits)?;
                 // Audit (#5): the cgroup id is watched before the go byte.
-                crate::audit::watch(cg.path()).map_err(audit_error)?;
+                crate::audit::watch(cg.path(), crate::audit::view_of_plan(&plan))
+                    .map_err(audit_error)?;
+                crate::audit::lsm::scope(cg.path(), &plan).map_err(audit_error)?;
                 Some(cg)
             }
             Err(e) if !policy.fail_if_unavailable() => {
@@ -272,6 +274,7 @@ impl Sandbox for LinuxSandbox {
         }
         // Audit (#5): drain the records, report losses, print the annotation last.
         crate::audit::finish();
+        crate::audit::lsm::finish();
         plan::remove_placeholders(&self.placeholders);
         if let Some(sock) = &self.approvals_socket {
             super::janitor::remove_socket(sock);

@@ -95,6 +95,7 @@ pub fn run_all() -> Vec<Probe> {
     out.push(cgroup_v2());
     out.extend(cgroup_controllers());
     out.extend(bpf_probes(&host));
+    out.push(crate::audit::lsm::doctor_probe());
     out.push(lsm_list(&host));
     out.extend(sysctls(&host));
     out

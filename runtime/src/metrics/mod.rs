@@ -12,9 +12,18 @@
 //! - [`Exporter`]: binds the listener before the sandbox exists, serves `GET /metrics` and
 //!   `/healthz` on its own thread once it runs, and writes the text file atomically at the end.
 //!
+//! - [`Labels`]: the operator's own labels (`warden run --label NAME=VALUE`): validated,
+//!   at most [`MAX_LABELS`], values of at most [`MAX_LABEL_VALUE`] bytes; constant labels of
+//!   the run's registry, and the key of a sandbox group in the audit daemon's
+//!   [`NodeMetrics`].
+//! - [`NodeMetrics`]: the metrics of `warden audit` (the node daemon): one registry for the
+//!   node (eBPF programs, events, `warden_sandboxes_registered`) and one per label set of
+//!   the registered sandboxes, exposed as one text ([`merge_openmetrics`]).
+//!
 //! Labels are bounded by construction: every label value is one of the `&'static str` sets
 //! below ([`KINDS`], [`OPERATIONS`], ...), anything else becomes `other`; no paths, hosts,
-//! sandbox names or pids become labels. docs/metrics.md lists them.
+//! sandbox names or pids become labels. The operator's [`Labels`] are the one exception, and
+//! only what the operator names. docs/metrics.md lists them.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -22,12 +31,15 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
     #[error("metrics listen address {0:?}: expected IP:PORT, e.g. 127.0.0.1:9464")]
@@ -179,6 +191,130 @@ pub const START_BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+// ---------------------------------------------------------------------------------------------
+// The operator's labels (`warden run --label NAME=VALUE`).
+
+/// At most this many `--label`s per run.
+pub const MAX_LABELS: usize = 8;
+/// A label value holds at most this many bytes.
+pub const MAX_LABEL_VALUE: usize = 128;
+/// Label names the operator may not use: warden's own label names (a series would carry the
+/// name twice) and the labels Prometheus sets on every target.
+pub const RESERVED_LABELS: [&str; 12] = [
+    "kind",
+    "operation",
+    "layer",
+    "decision",
+    "protocol",
+    "direction",
+    "result",
+    "reason",
+    "program",
+    "le",
+    "instance",
+    "job",
+];
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    #[error("label {0:?}: expected NAME=VALUE")]
+    Syntax(String),
+    #[error("label name {0:?}: expected [a-zA-Z_][a-zA-Z0-9_]*, not starting with __")]
+    Name(String),
+    #[error("label name {0:?} is one of warden's or Prometheus' own label names")]
+    Reserved(String),
+    #[error(
+        "label {0:?}: the value must be 1 to {MAX_LABEL_VALUE} bytes without control characters"
+    )]
+    Value(String),
+    #[error("label {0:?} is given twice")]
+    Duplicate(String),
+    #[error("{0} labels: at most {MAX_LABELS} are allowed")]
+    TooMany(usize),
+}
+
+/// Labels the operator put on a sandbox (`warden run --label team=infra`): on every series
+/// of the run's metrics, on its violation records, and in the audit daemon's metrics and
+/// records. Only validated names, at most [`MAX_LABELS`], values of 1 to
+/// [`MAX_LABEL_VALUE`] bytes; ordered by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct Labels(BTreeMap<String, String>);
+
+/// Whether `name` is a label name the operator may use.
+pub fn valid_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && !name.starts_with("__")
+}
+
+impl Labels {
+    /// `NAME=VALUE` arguments, as `--label` takes them.
+    pub fn parse(args: &[String]) -> Result<Labels, LabelError> {
+        let mut map = BTreeMap::new();
+        for arg in args {
+            let (name, value) = arg
+                .split_once('=')
+                .ok_or_else(|| LabelError::Syntax(arg.clone()))?;
+            if map.insert(name.to_string(), value.to_string()).is_some() {
+                return Err(LabelError::Duplicate(name.to_string()));
+            }
+        }
+        Labels::from_map(map)
+    }
+
+    /// Validates a map of labels (as the audit daemon receives them).
+    pub fn from_map(map: BTreeMap<String, String>) -> Result<Labels, LabelError> {
+        if map.len() > MAX_LABELS {
+            return Err(LabelError::TooMany(map.len()));
+        }
+        for (name, value) in &map {
+            if !valid_label_name(name) {
+                return Err(LabelError::Name(name.clone()));
+            }
+            if RESERVED_LABELS.contains(&name.as_str()) {
+                return Err(LabelError::Reserved(name.clone()));
+            }
+            if value.is_empty()
+                || value.len() > MAX_LABEL_VALUE
+                || value.chars().any(char::is_control)
+            {
+                return Err(LabelError::Value(name.clone()));
+            }
+        }
+        Ok(Labels(map))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn as_map(&self) -> &BTreeMap<String, String> {
+        &self.0
+    }
+
+    /// `name=value` pairs joined by commas (for log lines).
+    pub fn display(&self) -> String {
+        self.0
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn const_labels(&self) -> impl Iterator<Item = (Cow<'static, str>, Cow<'static, str>)> + '_ {
+        self.0
+            .iter()
+            .map(|(k, v)| (Cow::Owned(k.clone()), Cow::Owned(v.clone())))
+    }
+}
+
 /// `value` if it is in `set`, else `fallback`: the one way a label value is chosen.
 fn bounded(value: &str, set: &[&'static str], fallback: &'static str) -> &'static str {
     set.iter()
@@ -229,6 +365,19 @@ struct ApprovalLabels {
     decision: &'static str,
 }
 
+/// Which series a registry exposes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// One `warden run`: everything but `warden_sandboxes_registered`.
+    Run,
+    /// The audit daemon's node-wide series: the eBPF programs, their events and losses, and
+    /// `warden_sandboxes_registered`.
+    Node,
+    /// The audit daemon's series of the sandboxes of one label set: violations, network
+    /// requests and bytes, execs, `warden_sandboxes_active`.
+    Sandboxes,
+}
+
 /// The registry of one run. Cheap to update from any thread: every update is an atomic
 /// add (plus, for families, a read lock and a hash lookup of `&'static str` labels).
 pub struct Metrics {
@@ -247,6 +396,7 @@ pub struct Metrics {
     bpf_dropped: Family<ReasonLabels, Counter>,
     programs: Family<ProgramLabels, Gauge>,
     approvals: Family<ApprovalLabels, Counter>,
+    registered: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -267,7 +417,26 @@ impl Metrics {
     /// directions, the histogram, execs and eBPF events); the others appear with their first
     /// count.
     pub fn new() -> Metrics {
-        let mut registry = Registry::default();
+        Metrics::build(Scope::Run, &Labels::default())
+    }
+
+    /// [`Metrics::new`] with the operator's `labels` on every series (`warden run --label`).
+    pub fn with_labels(labels: &Labels) -> Metrics {
+        Metrics::build(Scope::Run, labels)
+    }
+
+    /// The audit daemon's node-wide registry ([`NodeMetrics`]).
+    fn node() -> Metrics {
+        Metrics::build(Scope::Node, &Labels::default())
+    }
+
+    /// The audit daemon's registry for the sandboxes labelled `labels` ([`NodeMetrics`]).
+    fn sandboxes(labels: &Labels) -> Metrics {
+        Metrics::build(Scope::Sandboxes, labels)
+    }
+
+    fn build(scope: Scope, labels: &Labels) -> Metrics {
+        let mut registry = Registry::with_labels(labels.const_labels());
         let violations = Family::<ViolationLabels, Counter>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let bytes = Family::<DirectionLabels, Counter>::default();
@@ -279,63 +448,84 @@ impl Metrics {
         let bpf_dropped = Family::<ReasonLabels, Counter>::default();
         let programs = Family::<ProgramLabels, Gauge>::default();
         let approvals = Family::<ApprovalLabels, Counter>::default();
+        let registered = Gauge::default();
+        let run = scope == Scope::Run;
+        let node = scope == Scope::Node;
+        let sandboxes = run || scope == Scope::Sandboxes;
         // Counters get their `_total` suffix from the encoder.
-        registry.register(
-            "warden_violations",
-            "What the sandbox refused: one per refused attempt, by kind, operation and the layer that refused it",
-            violations.clone(),
-        );
-        registry.register(
-            "warden_network_requests",
-            "Requests through warden's proxy and DNS stub, by decision and protocol",
-            requests.clone(),
-        );
-        registry.register(
-            "warden_network_bytes",
-            "Bytes warden's proxy moved for the sandbox (tunnels, forwarded bodies): up to the destination, down back",
-            bytes.clone(),
-        );
-        registry.register(
-            "warden_sandboxes_active",
-            "Sandboxes running: 1 while the run's command runs, 0 before and after",
-            active.clone(),
-        );
-        registry.register(
-            "warden_sandbox_starts",
-            "Sandbox starts, by result (ok: the command was started; error: the sandbox could not be created)",
-            starts.clone(),
-        );
-        registry.register_with_unit(
-            "warden_sandbox_start",
-            "Time from warden's start to the sandbox running its command",
-            Unit::Seconds,
-            start_seconds.clone(),
-        );
-        registry.register(
-            "warden_execs",
-            "Binaries executed in the sandbox (kernel exec records; needs the eBPF programs)",
-            execs.clone(),
-        );
-        registry.register(
-            "warden_bpf_events",
-            "Events the eBPF programs delivered through their ring buffer",
-            bpf_events.clone(),
-        );
-        registry.register(
-            "warden_bpf_events_dropped",
-            "eBPF events lost, by reason (ring buffer full, per-thread map full, undecodable)",
-            bpf_dropped.clone(),
-        );
-        registry.register(
-            "warden_bpf_programs_loaded",
-            "1 for each eBPF program warden attached for this run",
-            programs.clone(),
-        );
-        registry.register(
-            "warden_approvals",
-            "Approval decisions, by kind of request and decision",
-            approvals.clone(),
-        );
+        if sandboxes {
+            registry.register(
+                "warden_violations",
+                "What the sandbox refused: one per refused attempt, by kind, operation and the layer that refused it",
+                violations.clone(),
+            );
+            registry.register(
+                "warden_network_requests",
+                "Requests through warden's proxy and DNS stub, by decision and protocol",
+                requests.clone(),
+            );
+            registry.register(
+                "warden_network_bytes",
+                "Bytes warden's proxy moved for the sandbox (tunnels, forwarded bodies): up to the destination, down back",
+                bytes.clone(),
+            );
+            registry.register(
+                "warden_sandboxes_active",
+                "Sandboxes running: 1 while the run's command runs, 0 before and after",
+                active.clone(),
+            );
+        }
+        if run {
+            registry.register(
+                "warden_sandbox_starts",
+                "Sandbox starts, by result (ok: the command was started; error: the sandbox could not be created)",
+                starts.clone(),
+            );
+            registry.register_with_unit(
+                "warden_sandbox_start",
+                "Time from warden's start to the sandbox running its command",
+                Unit::Seconds,
+                start_seconds.clone(),
+            );
+        }
+        if sandboxes {
+            registry.register(
+                "warden_execs",
+                "Binaries executed in the sandbox (kernel exec records; needs the eBPF programs)",
+                execs.clone(),
+            );
+        }
+        if run || node {
+            registry.register(
+                "warden_bpf_events",
+                "Events the eBPF programs delivered through their ring buffer",
+                bpf_events.clone(),
+            );
+            registry.register(
+                "warden_bpf_events_dropped",
+                "eBPF events lost, by reason (ring buffer full, per-thread map full, undecodable)",
+                bpf_dropped.clone(),
+            );
+            registry.register(
+                "warden_bpf_programs_loaded",
+                "1 for each eBPF program warden attached for this run",
+                programs.clone(),
+            );
+        }
+        if run {
+            registry.register(
+                "warden_approvals",
+                "Approval decisions, by kind of request and decision",
+                approvals.clone(),
+            );
+        }
+        if node {
+            registry.register(
+                "warden_sandboxes_registered",
+                "Sandboxes registered with the audit daemon: the cgroup ids in its eBPF map",
+                registered.clone(),
+            );
+        }
         for result in ["ok", "error"] {
             drop(starts.get_or_create_owned(&ResultLabels { result }));
         }
@@ -356,6 +546,7 @@ impl Metrics {
             bpf_dropped,
             programs,
             approvals,
+            registered,
         }
     }
 
@@ -418,9 +609,29 @@ impl Metrics {
         self.active.set(i64::from(active));
     }
 
+    /// The audit daemon registered a sandbox of this group (`warden_sandboxes_active` + 1).
+    pub fn sandbox_registered(&self) {
+        self.active.inc();
+    }
+
+    /// The audit daemon unregistered a sandbox of this group.
+    pub fn sandbox_unregistered(&self) {
+        self.active.dec();
+    }
+
+    /// `warden_sandboxes_registered`: the cgroup ids in the audit daemon's eBPF map.
+    pub fn set_registered(&self, n: usize) {
+        self.registered.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     /// One event read from the eBPF programs' ring buffer.
     pub fn bpf_event(&self) {
         self.bpf_events.inc();
+    }
+
+    /// `n` events read from the eBPF programs' ring buffer.
+    pub fn bpf_events(&self, n: u64) {
+        self.bpf_events.inc_by(n);
     }
 
     /// The run's total of eBPF events lost for `reason` (one of [`DROP_REASONS`]) so far. The
@@ -439,11 +650,17 @@ impl Metrics {
 
     /// eBPF `program` (one of [`PROGRAMS`]) is attached for this run.
     pub fn program_loaded(&self, program: &str) {
+        self.set_program(program, true);
+    }
+
+    /// eBPF `program` is attached (1) or not (0): the audit daemon's cgroup programs are
+    /// attached while a sandbox is registered.
+    pub fn set_program(&self, program: &str, attached: bool) {
         self.programs
             .get_or_create(&ProgramLabels {
                 program: bounded(program, &PROGRAMS, "other"),
             })
-            .set(1);
+            .set(i64::from(attached));
     }
 
     /// One approval decision: `kind` from [`APPROVAL_KINDS`], `decision` from
@@ -493,6 +710,151 @@ impl Metrics {
         tmp.persist(path).map_err(|e| err(e.error))?;
         Ok(())
     }
+}
+
+/// What an endpoint serves: a registry, or the audit daemon's registries merged.
+pub trait Exposition: Send + Sync {
+    /// The OpenMetrics text exposition, ending in `# EOF`.
+    fn openmetrics(&self) -> Result<String, MetricsError>;
+}
+
+impl Exposition for Metrics {
+    fn openmetrics(&self) -> Result<String, MetricsError> {
+        Metrics::openmetrics(self)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The audit daemon's metrics (`warden audit`).
+
+/// Distinct label sets the audit daemon keeps series for; the sandboxes of further label
+/// sets are counted without labels (their records keep them), so a daemon that runs for
+/// months cannot grow without bound.
+pub const MAX_LABEL_SETS: usize = 256;
+
+/// The metrics of `warden audit`: a node-wide registry and one registry per label set of the
+/// registered sandboxes (the operator's [`Labels`] as constant labels), exposed as one text.
+pub struct NodeMetrics {
+    node: Arc<Metrics>,
+    groups: RwLock<BTreeMap<Labels, Arc<Metrics>>>,
+}
+
+impl std::fmt::Debug for NodeMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeMetrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for NodeMetrics {
+    fn default() -> Self {
+        NodeMetrics::new()
+    }
+}
+
+impl NodeMetrics {
+    /// The node's registry, and the group of sandboxes without labels (so its series exist
+    /// from the start).
+    pub fn new() -> NodeMetrics {
+        let mut groups = BTreeMap::new();
+        groups.insert(
+            Labels::default(),
+            Arc::new(Metrics::sandboxes(&Labels::default())),
+        );
+        NodeMetrics {
+            node: Arc::new(Metrics::node()),
+            groups: RwLock::new(groups),
+        }
+    }
+
+    /// The node-wide series: eBPF programs, events, losses, `warden_sandboxes_registered`.
+    pub fn node(&self) -> Arc<Metrics> {
+        self.node.clone()
+    }
+
+    /// The registry of the sandboxes labelled `labels`, created on first use; beyond
+    /// [`MAX_LABEL_SETS`] label sets, the unlabelled one.
+    pub fn group(&self, labels: &Labels) -> Arc<Metrics> {
+        if let Some(m) = self.groups.read().ok().and_then(|g| g.get(labels).cloned()) {
+            return m;
+        }
+        let Ok(mut groups) = self.groups.write() else {
+            return Arc::new(Metrics::sandboxes(labels));
+        };
+        if let Some(m) = groups.get(labels) {
+            return m.clone();
+        }
+        if groups.len() >= MAX_LABEL_SETS {
+            if let Some(m) = groups.get(&Labels::default()) {
+                return m.clone();
+            }
+        }
+        let m = Arc::new(Metrics::sandboxes(labels));
+        groups.insert(labels.clone(), m.clone());
+        m
+    }
+}
+
+impl Exposition for NodeMetrics {
+    fn openmetrics(&self) -> Result<String, MetricsError> {
+        let mut texts = vec![self.node.openmetrics()?];
+        let groups: Vec<Arc<Metrics>> = self
+            .groups
+            .read()
+            .map(|g| g.values().cloned().collect())
+            .unwrap_or_default();
+        for g in groups {
+            texts.push(g.openmetrics()?);
+        }
+        Ok(merge_openmetrics(&texts))
+    }
+}
+
+/// Several OpenMetrics texts with the same metric families (registries that differ in their
+/// constant labels) as one: each family once, its metadata from the first text that has it,
+/// its samples from all of them, in order; one `# EOF`.
+pub fn merge_openmetrics(texts: &[String]) -> String {
+    struct Merged<'a> {
+        /// The text whose metadata (`# HELP`, `# TYPE`, `# UNIT`) is used.
+        owner: usize,
+        meta: Vec<&'a str>,
+        samples: Vec<&'a str>,
+    }
+    let mut order: Vec<&str> = Vec::new();
+    let mut families: std::collections::HashMap<&str, Merged> = std::collections::HashMap::new();
+    for (i, text) in texts.iter().enumerate() {
+        let mut current: Option<&str> = None;
+        for line in text.lines() {
+            if line == "# EOF" {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# ") {
+                let name = rest.split(' ').nth(1).unwrap_or_default();
+                let family = families.entry(name).or_insert_with(|| {
+                    order.push(name);
+                    Merged {
+                        owner: i,
+                        meta: Vec::new(),
+                        samples: Vec::new(),
+                    }
+                });
+                if family.owner == i {
+                    family.meta.push(line);
+                }
+                current = Some(name);
+            } else if let Some(family) = current.and_then(|n| families.get_mut(n)) {
+                family.samples.push(line);
+            }
+        }
+    }
+    let mut out = String::new();
+    for family in order.iter().filter_map(|n| families.get(n)) {
+        for line in family.meta.iter().chain(family.samples.iter()) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str("# EOF\n");
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -597,6 +959,8 @@ pub fn openmetrics_to_prometheus(text: &str) -> String {
 pub struct MetricsRequest {
     pub file: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
+    /// `--label NAME=VALUE`: constant labels on every series.
+    pub labels: Labels,
 }
 
 /// The run's request, `None` when no output is asked for. A flag overrides its setting. The
@@ -615,7 +979,13 @@ pub fn request(
     });
     let allow_remote = e.bool("warden.metrics.allowRemote").unwrap_or(false);
     let listen = listen.map(|l| listen_addr(&l, allow_remote)).transpose()?;
-    Ok((file.is_some() || listen.is_some()).then_some(MetricsRequest { file, listen }))
+    Ok(
+        (file.is_some() || listen.is_some()).then_some(MetricsRequest {
+            file,
+            listen,
+            labels: Labels::default(),
+        }),
+    )
 }
 
 /// `IP:PORT` (`[IPv6]:PORT`, or `localhost:PORT`), loopback unless `allow_remote`.
@@ -643,9 +1013,34 @@ pub struct Exporter {
     server: Option<Server>,
 }
 
-struct Server {
+/// `GET /metrics` and `/healthz` served on a thread of their own ([`Server::start`]) until
+/// [`Server::stop`].
+pub struct Server {
     stop: tokio::sync::oneshot::Sender<()>,
     thread: std::thread::JoinHandle<()>,
+}
+
+impl Server {
+    /// Serves `exposition` on `listener` (non-blocking, already bound) on its own thread.
+    pub fn start(
+        listener: std::net::TcpListener,
+        exposition: Arc<dyn Exposition>,
+    ) -> Result<Server, MetricsError> {
+        serve(listener, exposition)
+    }
+
+    /// Stops serving and waits for the thread.
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Binds `addr` for [`Server::start`] (non-blocking); port 0 picks a free port.
+pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, MetricsError> {
+    std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|source| MetricsError::Bind { addr, source })
 }
 
 impl Exporter {
@@ -655,9 +1050,7 @@ impl Exporter {
     pub fn open(request: MetricsRequest) -> Result<Exporter, MetricsError> {
         let listener = match request.listen {
             Some(addr) => {
-                let l = std::net::TcpListener::bind(addr)
-                    .and_then(|l| l.set_nonblocking(true).map(|()| l))
-                    .map_err(|source| MetricsError::Bind { addr, source })?;
+                let l = bind(addr)?;
                 if addr.port() == 0 {
                     if let Ok(a) = l.local_addr() {
                         eprintln!("warden: metrics on http://{a}/metrics");
@@ -667,7 +1060,7 @@ impl Exporter {
             }
             None => None,
         };
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::with_labels(&request.labels));
         install(metrics.clone());
         Ok(Exporter {
             metrics,
@@ -702,8 +1095,7 @@ impl Exporter {
     pub fn finish(mut self) -> Result<(), MetricsError> {
         self.metrics.set_active(false);
         if let Some(server) = self.server.take() {
-            let _ = server.stop.send(());
-            let _ = server.thread.join();
+            server.stop();
         }
         match &self.file {
             Some(path) => self.metrics.write_file(path),
@@ -721,7 +1113,10 @@ impl Exporter {
 
 /// Serves `GET /metrics` (and `/healthz`) on its own thread with a single-threaded runtime
 /// until told to stop.
-fn serve(listener: std::net::TcpListener, metrics: Arc<Metrics>) -> Result<Server, MetricsError> {
+fn serve(
+    listener: std::net::TcpListener,
+    metrics: Arc<dyn Exposition>,
+) -> Result<Server, MetricsError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -742,7 +1137,7 @@ fn serve(listener: std::net::TcpListener, metrics: Arc<Metrics>) -> Result<Serve
                             let metrics = metrics.clone();
                             tokio::spawn(async move {
                                 let service = hyper::service::service_fn(move |req| {
-                                    let resp = respond(&metrics, &req);
+                                    let resp = respond(metrics.as_ref(), &req);
                                     async move { Ok::<_, std::convert::Infallible>(resp) }
                                 });
                                 let _ = hyper::server::conn::http1::Builder::new()
@@ -762,7 +1157,7 @@ type Body = http_body_util::Full<bytes::Bytes>;
 
 /// The response to one request: `GET /metrics` (OpenMetrics text), `GET /healthz`, else
 /// 404 or 405.
-pub fn respond<B>(metrics: &Metrics, req: &http::Request<B>) -> http::Response<Body> {
+pub fn respond<B>(metrics: &dyn Exposition, req: &http::Request<B>) -> http::Response<Body> {
     let reply = |status: http::StatusCode, ctype: &str, body: String| {
         let mut resp = http::Response::new(Body::new(bytes::Bytes::from(body)));
         *resp.status_mut() = status;

@@ -463,6 +463,7 @@ fn the_exporter_serves_while_running_then_writes_the_file() {
     let mut e = Exporter::open(MetricsRequest {
         file: Some(file.clone()),
         listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
     })
     .unwrap();
     let addr = e.local_addr().unwrap();
@@ -499,6 +500,7 @@ fn a_start_that_failed_is_counted_in_the_file() {
     let e = Exporter::open(MetricsRequest {
         file: Some(file.clone()),
         listen: None,
+        ..Default::default()
     })
     .unwrap();
     e.start_failed().unwrap();
@@ -520,6 +522,7 @@ fn a_taken_port_fails_at_open() {
     let err = Exporter::open(MetricsRequest {
         file: None,
         listen: Some(addr),
+        ..Default::default()
     })
     .err()
     .unwrap();
@@ -659,4 +662,107 @@ fn audit_records_and_proxy_decisions_are_counted_at_the_collector() {
     ] {
         assert!(text.contains(line), "missing {line}\n{text}");
     }
+}
+
+#[test]
+fn operator_labels_are_constant_labels_of_every_series() {
+    let labels = Labels::parse(&["team=infra".into(), "agent=a1".into()]).unwrap();
+    let m = Metrics::with_labels(&labels);
+    m.violation("file-write", "open", "mount", 2);
+    let text = m.openmetrics().unwrap();
+    for line in [
+        r#"warden_sandboxes_active{agent="a1",team="infra"} 0"#,
+        r#"warden_execs_total{agent="a1",team="infra"} 0"#,
+        r#"warden_violations_total{agent="a1",team="infra",kind="file-write",operation="open",layer="mount"} 2"#,
+        r#"warden_sandbox_starts_total{agent="a1",team="infra",result="ok"} 0"#,
+        r#"warden_sandbox_start_seconds_bucket{agent="a1",team="infra",le="+Inf"} 0"#,
+    ] {
+        assert!(samples(&text).contains(&line), "missing {line}\n{text}");
+    }
+    // Every sample carries them.
+    assert!(samples(&text)
+        .iter()
+        .all(|l| l.contains(r#"agent="a1",team="infra""#)));
+    // Without labels, nothing changes.
+    let plain = Metrics::new().openmetrics().unwrap();
+    assert!(
+        samples(&plain).contains(&"warden_sandboxes_active 0"),
+        "{plain}"
+    );
+}
+
+#[test]
+fn the_node_registry_merges_label_sets_into_one_family_each() {
+    let node = NodeMetrics::new();
+    let a = node.group(&Labels::parse(&["team=a".into()]).unwrap());
+    let b = node.group(&Labels::parse(&["team=b".into()]).unwrap());
+    a.violation("file-write", "open", "mount", 1);
+    b.violation("file-write", "open", "mount", 3);
+    a.sandbox_registered();
+    node.node().set_registered(1);
+    node.node().bpf_events(5);
+    // The same label set is the same group.
+    node.group(&Labels::parse(&["team=a".into()]).unwrap())
+        .violation("file-write", "open", "mount", 1);
+    let text = node.openmetrics().unwrap();
+    for line in [
+        r#"warden_violations_total{team="a",kind="file-write",operation="open",layer="mount"} 2"#,
+        r#"warden_violations_total{team="b",kind="file-write",operation="open",layer="mount"} 3"#,
+        r#"warden_sandboxes_active{team="a"} 1"#,
+        r#"warden_sandboxes_active{team="b"} 0"#,
+        "warden_sandboxes_active 0",
+        "warden_sandboxes_registered 1",
+        "warden_bpf_events_total 5",
+    ] {
+        assert!(samples(&text).contains(&line), "missing {line}\n{text}");
+    }
+    // One family each, metadata once, one # EOF at the end.
+    for family in [
+        "warden_violations",
+        "warden_sandboxes_active",
+        "warden_bpf_events",
+    ] {
+        assert_eq!(
+            text.matches(&format!("# TYPE {family} ")).count(),
+            1,
+            "{family}\n{text}"
+        );
+    }
+    assert_eq!(text.matches("# EOF").count(), 1);
+    assert!(text.ends_with("# EOF\n"));
+    // The samples of one family are contiguous.
+    let families: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(['{', ' ']).next().unwrap())
+        .collect();
+    let mut seen: Vec<&str> = Vec::new();
+    for f in &families {
+        if seen.last() != Some(f) {
+            assert!(!seen.contains(f), "{f} is split\n{text}");
+            seen.push(f);
+        }
+    }
+    // Run-only series are not the daemon's.
+    assert!(!text.contains("warden_sandbox_starts"), "{text}");
+    assert!(!text.contains("warden_approvals"), "{text}");
+    // The text format for a textfile collector still converts.
+    assert!(openmetrics_to_prometheus(&text).contains("# TYPE warden_violations_total counter"));
+}
+
+#[test]
+fn the_node_registry_keeps_a_bounded_number_of_label_sets() {
+    let node = NodeMetrics::new();
+    for i in 0..MAX_LABEL_SETS + 10 {
+        let labels = Labels::parse(&[format!("run={i}")]).unwrap();
+        node.group(&labels).exec(1);
+    }
+    let text = node.openmetrics().unwrap();
+    let sets = text
+        .lines()
+        .filter(|l| l.starts_with("warden_execs_total{"))
+        .count();
+    // The unlabelled group counts as one of the sets.
+    assert_eq!(sets, MAX_LABEL_SETS - 1, "{text}");
+    assert!(samples(&text).contains(&"warden_execs_total 11"), "{text}");
 }

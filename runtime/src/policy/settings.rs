@@ -217,9 +217,15 @@ pub struct AuditSettings {
     /// otherwise a failure to load is one warning and the run goes on without kernel records.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
-    /// With BPF LSM available, also deny in the kernel (a third layer).
+    /// With BPF LSM available, also deny in the kernel (a third layer). Without BPF LSM, warden
+    /// refuses to run (exit 125) unless `enforceFallback` names a fallback.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enforce: Option<bool>,
+    /// What `enforce: true` may run on when BPF LSM is unavailable: `"tracepoints"` (the mount
+    /// view, Landlock and seccomp refuse; the tracepoint programs record; a warning says so).
+    /// Unset: refuse to run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enforce_fallback: Option<String>,
     /// JSON-lines file the violation records are appended to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub violations_file: Option<String>,
