@@ -64,8 +64,8 @@
 #define FL_PATH_LATE (1ULL << 34) /* the path could not be read at entry; read at exit instead */
 #define FL_TRUNCATED (1ULL << 35) /* the path filled PATH_LEN */
 #define FL_UNIX_DENIED (1ULL << 36) /* connect_unix refused: the path is not in allowUnixSockets */
-#define FL_LSM (1ULL << 37)        /* a BPF LSM rule of the sandbox matched this operation */
-#define FL_LSM_DENIED (1ULL << 38) /* ... and the LSM refused it (warden.audit.enforce) */
+#define FL_LSM (1ULL << 38)        /* a BPF LSM rule of the sandbox matched this operation */
+#define FL_LSM_DENIED (1ULL << 39) /* ... and the LSM refused it (warden.audit.enforce) */
 #define FL_CWD (1ULL << 37) /* a relative path: path2 holds the caller's working directory as
                              * `port` NUL-terminated names, innermost first (read at exit) */
 

@@ -553,8 +553,13 @@ try:
 except OSError as e:
     print("connect:", e.strerror)
     sys.exit(0)
-s.sendall((json.dumps({"type": "register", "sandbox": "warden-x", "cgroup_id": 1,
-                       "cgroup": "/sys/fs/cgroup", "labels": {}, "pid": os.getpid()}) + "\n").encode())
+try:
+    s.sendall((json.dumps({"type": "register", "sandbox": "warden-x", "cgroup_id": 1,
+                           "cgroup": "/sys/fs/cgroup", "labels": {}, "pid": os.getpid()}) + "\n").encode())
+except (BrokenPipeError, ConnectionResetError):
+    # The daemon may refuse the peer (SO_PEERCRED) and close before the request is sent:
+    # its answer is still waiting to be read.
+    pass
 s.settimeout(10)
 print("reply:", s.recv(4096).decode().strip())
 "#;

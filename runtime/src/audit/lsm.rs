@@ -71,8 +71,8 @@ pub const OP_RENAME: u16 = 9;
 pub const OP_EXEC: u16 = 42;
 pub const OP_PTRACE: u16 = 43;
 pub const OP_READ: u16 = 44;
-pub const FL_LSM: u64 = 1 << 37;
-pub const FL_LSM_DENIED: u64 = 1 << 38;
+pub const FL_LSM: u64 = 1 << 38;
+pub const FL_LSM_DENIED: u64 = 1 << 39;
 
 /// The one fallback `warden.audit.enforceFallback` knows.
 pub const FALLBACK_TRACEPOINTS: &str = "tracepoints";
@@ -161,7 +161,72 @@ fn precheck() -> Result<(), String> {
         )),
         // securityfs not mounted: the load attempt decides.
         Err(_) => Ok(()),
+    }?;
+    // A refusal found earlier since this boot (the probe below parses the kernel's BTF: tens
+    // of milliseconds on every audited run otherwise).
+    if let Some(reason) = cached_refusal() {
+        return Err(reason);
     }
+    // A trivial LSM program first: where the kernel refuses them all, the reason names that
+    // plainly, and warden's object is not opened at all.
+    crate::linux::probe::bpf_lsm_refused().map_err(|errno| {
+        let reason = format!(
+            "the kernel refuses BPF LSM programs ({errno} for a trivial one on \
+             bpf_lsm_file_open{})",
+            if nix::unistd::geteuid().is_root() {
+                ", as root: no BPF trampolines, or a security policy; the tracepoint programs \
+                 still work"
+            } else {
+                ": BPF LSM programs need root"
+            }
+        );
+        if nix::unistd::geteuid().is_root() {
+            remember_refusal(&reason);
+        }
+        reason
+    })
+}
+
+/// Where a root run remembers, until the next boot, that the kernel refuses BPF LSM.
+const REFUSAL_CACHE: &str = "/run/warden/bpf-lsm-refused";
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The remembered refusal, if it is from this boot and only root could have written it (the
+/// file and its directory owned by root, writable by nobody else: a user must not be able to
+/// switch the LSM layer off).
+fn cached_refusal() -> Option<String> {
+    let path = Path::new(REFUSAL_CACHE);
+    for p in [path, path.parent()?] {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        if m.uid() != 0 || m.mode() & 0o022 != 0 || m.file_type().is_symlink() {
+            return None;
+        }
+    }
+    let boot = std::fs::read_to_string(BOOT_ID).ok()?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let (id, reason) = text.split_once('\n')?;
+    (id == boot.trim() && !reason.trim().is_empty()).then(|| reason.trim().to_string())
+}
+
+/// Remembers a refusal for later runs of this boot (best effort, atomic).
+fn remember_refusal(reason: &str) {
+    use std::os::unix::fs::DirBuilderExt;
+    let Ok(boot) = std::fs::read_to_string(BOOT_ID) else {
+        return;
+    };
+    let path = Path::new(REFUSAL_CACHE);
+    let Some(dir) = path.parent() else {
+        return;
+    };
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir);
+    let tmp = dir.join(format!(".bpf-lsm-refused.{}", std::process::id()));
+    if std::fs::write(&tmp, format!("{}\n{reason}\n", boot.trim())).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+    let _ = std::fs::remove_file(&tmp);
 }
 
 /// The descriptors of the tracepoint object's maps this object shares.

@@ -576,13 +576,23 @@ fn under(path: &Path, roots: &[PathBuf]) -> bool {
 pub struct Classifier {
     pub view: SandboxView,
     exes: std::collections::HashMap<u32, String>,
+    /// The policy's rule per (path, write), as found: a loop refused on the same path asks
+    /// the policy engine (which looks at the filesystem) once, not per event.
+    rules: std::cell::RefCell<RuleCache>,
 }
+
+/// (path, write) → the rule and its provenance, if one decided.
+type RuleCache = std::collections::HashMap<(PathBuf, bool), Option<(String, String)>>;
+
+/// Entries kept in [`Classifier::rules`] before it starts over.
+const RULE_CACHE: usize = 4096;
 
 impl Classifier {
     pub fn new(view: SandboxView) -> Classifier {
         Classifier {
             view,
             exes: std::collections::HashMap::new(),
+            rules: std::cell::RefCell::new(std::collections::HashMap::new()),
         }
     }
 
@@ -803,8 +813,28 @@ impl Classifier {
 
     /// The rule the policy engine names for the same path and access, when one decides.
     fn attach_rule(&self, rec: &mut ViolationRecord, path: &Path, write: bool) {
-        if let Some(policy) = &self.view.policy {
-            attach_rule(policy, rec, path, write);
+        let Some(policy) = &self.view.policy else {
+            return;
+        };
+        let key = (path.to_path_buf(), write);
+        let cached = self.rules.borrow().get(&key).cloned();
+        let found = match cached {
+            Some(found) => found,
+            None => {
+                let mut probe = rec.clone();
+                attach_rule(policy, &mut probe, path, write);
+                let found = probe.rule.zip(probe.provenance);
+                let mut rules = self.rules.borrow_mut();
+                if rules.len() >= RULE_CACHE {
+                    rules.clear();
+                }
+                rules.insert(key, found.clone());
+                found
+            }
+        };
+        if let Some((rule, provenance)) = found {
+            rec.rule = Some(rule);
+            rec.provenance = Some(provenance);
         }
     }
 }

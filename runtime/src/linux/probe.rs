@@ -1347,6 +1347,23 @@ fn btf_func_id(btf: &[u8], wanted: &str) -> Result<u32, String> {
     Err(format!("no function {wanted} in the kernel's BTF"))
 }
 
+/// Whether the kernel refuses BPF LSM programs outright: a trivial one on `bpf_lsm_file_open`
+/// that fails with EPERM (no trampolines, or a policy), checked before warden's LSM object is
+/// opened (audit/lsm.rs). `Ok(())` when it loads (or when the check cannot tell, e.g. no BTF:
+/// the real load decides).
+pub fn bpf_lsm_refused() -> Result<(), Errno> {
+    let Ok(btf) = fs::read("/sys/kernel/btf/vmlinux") else {
+        return Ok(());
+    };
+    let Ok(id) = btf_func_id(&btf, LSM_PROBE_HOOK) else {
+        return Ok(());
+    };
+    match load_trivial(BPF_PROG_TYPE_LSM, BPF_LSM_MAC, id) {
+        Err(e) if e.errno == Errno::EPERM => Err(e.errno),
+        _ => Ok(()),
+    }
+}
+
 fn bpf_lsm(host: &Host) -> Probe {
     const NAME: &str = "bpf.lsm";
     let active = host.lsm_active("bpf");
