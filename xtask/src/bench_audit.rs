@@ -34,7 +34,7 @@ const GIT_FILES: usize = 100;
 /// `git status` runs per sandboxed run (one takes about 50 ms).
 const GIT_REPEAT: usize = 10;
 /// Paced rates of the events phase (0: as fast as python goes), and seconds each.
-const EVENT_RATES: &[u64] = &[10_000, 50_000, 100_000, 200_000, 0];
+const EVENT_RATES: &[u64] = &[10_000, 50_000, 100_000, 120_000, 150_000, 200_000, 0];
 const EVENT_SECONDS: f64 = 3.0;
 /// Latency trials, and the scrape interval.
 const LATENCY_TRIALS: usize = 20;
