@@ -41,6 +41,12 @@ pub trait Sandbox {
     /// Forwards signals until the command ends; returns its exit code (128+N for a signal)
     /// and tears everything down.
     fn wait(self) -> i32;
+
+    /// Whether something in this sandbox's services reads the live policy (the network
+    /// proxy): only then are settings edits watched while it runs.
+    fn serves_network(&self) -> bool {
+        true
+    }
 }
 
 pub trait Backend {

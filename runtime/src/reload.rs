@@ -1,31 +1,37 @@
 //! Live settings: while a sandbox runs, an edit to any settings layer (user, project,
-//! `--settings`, managed) is picked up without a restart. The files are watched (inotify,
-//! kqueue on macOS, through `notify`); after a change settles, the whole policy is rebuilt the
-//! way `warden run` built it and swapped into the running services ([`LivePolicy`]): new
-//! connections and DNS answers follow the new network rules at once. An edit that does not
-//! parse or validate is rejected with a logged error and the previous policy stays in force.
+//! `--settings`, managed) is picked up without a restart. The files are polled (their size,
+//! mtime, ctime and inode, four `stat`s every 250 ms — files that do not exist yet included);
+//! after a change settles, the whole policy is rebuilt the way `warden run` built it and
+//! swapped into the running services ([`LivePolicy`]): new connections and DNS answers follow
+//! the new network rules at once. An edit that does not parse or validate is rejected with a
+//! logged error and the previous policy stays in force.
+//!
+//! Polling rather than inotify (the `notify` crate, tried first): closing an inotify
+//! instance waits for an SRCU grace period in the kernel, which added ~15 ms to the end of
+//! every `warden run` that watched (measured with `perf stat` on `warden run --allow-domain
+//! example.com -- true`: 27 ms vs 12.9 ms without the watcher). A few `stat`s four times a
+//! second cost nothing measurable, and need no watch on directories that do not exist yet.
 //!
 //! What cannot change under a running command is said so: its filesystem view (mounts,
 //! Landlock) was fixed when it started; new filesystem rules apply to the next sandbox.
 
 use crate::policy::live::LivePolicy;
 use crate::policy::merge::Policy;
-use notify::{RecursiveMode, Watcher};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long a burst of changes (an editor's write-rename-chmod) must be quiet before the
-/// policy is rebuilt.
+/// How often the files are looked at.
+const POLL: Duration = Duration::from_millis(250);
+/// How long a change must be quiet (an editor's write-rename-chmod) before the policy is
+/// rebuilt.
 const SETTLE: Duration = Duration::from_millis(150);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
-    #[error("watching the settings files: {0}")]
-    Watch(#[from] notify::Error),
     #[error("starting the settings watcher: {0}")]
     Thread(#[source] std::io::Error),
 }
@@ -35,14 +41,9 @@ pub type Rebuild = Box<dyn Fn() -> Result<Policy, String> + Send>;
 /// Where the watcher's messages go (warden's stderr).
 pub type Notice = Box<dyn Fn(&str) + Send>;
 
-enum Msg {
-    Changed(Vec<PathBuf>),
-    Stop,
-}
-
 /// The running watcher; dropping it stops watching.
 pub struct Reloader {
-    tx: Sender<Msg>,
+    stop: Sender<()>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -54,135 +55,94 @@ pub fn watch(
     rebuild: Rebuild,
     notice: Notice,
 ) -> Result<Reloader, ReloadError> {
-    let (tx, rx) = channel::<Msg>();
-    let events = tx.clone();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if let Ok(ev) = res {
-            if !ev.kind.is_access() {
-                let _ = events.send(Msg::Changed(ev.paths));
-            }
-        }
-    })?;
-    let watcher = Arc::new(Mutex::new(watcher));
-    let mut watched = BTreeSet::new();
-    add_watches(&watcher, &files, &mut watched)?;
-    let snapshot = contents(&files);
+    let (stop, stopped) = channel::<()>();
+    let mut stamps = stamps(&files);
+    let mut last = contents(&files);
     let thread = std::thread::Builder::new()
         .name("warden-reload".into())
-        .spawn(move || {
-            run(
-                rx,
-                &Watching {
-                    files,
-                    watcher,
-                    live,
-                    rebuild,
-                    notice,
-                },
-                watched,
-                snapshot,
-            )
+        .spawn(move || loop {
+            match stopped.recv_timeout(POLL) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+            let now = self::stamps(&files);
+            if now == stamps {
+                continue;
+            }
+            // Changed: wait until it stops changing.
+            stamps = now;
+            loop {
+                match stopped.recv_timeout(SETTLE) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+                let again = self::stamps(&files);
+                if again == stamps {
+                    break;
+                }
+                stamps = again;
+            }
+            let now = contents(&files);
+            if now == last {
+                continue;
+            }
+            let changed: Vec<String> = now
+                .iter()
+                .filter(|(p, c)| last.get(*p) != Some(c))
+                .map(|(p, _)| p.display().to_string())
+                .collect();
+            last = now;
+            match rebuild() {
+                Ok(policy) => {
+                    let generation = live.replace(policy);
+                    notice(&format!(
+                        "warden: settings changed ({}): policy #{generation} in force for new \
+                         connections; filesystem rules apply to the next sandbox",
+                        changed.join(", ")
+                    ));
+                }
+                Err(e) => notice(&format!(
+                    "warden: settings change rejected, keeping the previous policy: {e}"
+                )),
+            }
         })
         .map_err(ReloadError::Thread)?;
     Ok(Reloader {
-        tx,
+        stop,
         thread: Some(thread),
     })
 }
 
 impl Drop for Reloader {
     fn drop(&mut self) {
-        let _ = self.tx.send(Msg::Stop);
+        let _ = self.stop.send(());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-struct Watching {
-    files: Vec<PathBuf>,
-    watcher: Arc<Mutex<notify::RecommendedWatcher>>,
-    live: Arc<LivePolicy>,
-    rebuild: Rebuild,
-    notice: Notice,
-}
+/// What says a file changed without reading it: size, mtime, ctime, inode (a rename over it
+/// changes the inode); `None` while it does not exist.
+type Stamp = Option<(u64, i64, i64, i64, i64, u64)>;
 
-fn run(
-    rx: Receiver<Msg>,
-    w: &Watching,
-    mut watched: BTreeSet<PathBuf>,
-    mut last: BTreeMap<PathBuf, Option<Vec<u8>>>,
-) {
-    loop {
-        // Wait for a change that concerns a settings file (or a directory on the way to one).
-        match rx.recv() {
-            Ok(Msg::Changed(paths)) if concerns(&w.files, &paths) => {}
-            Ok(Msg::Changed(_)) => continue,
-            Ok(Msg::Stop) | Err(_) => return,
-        }
-        // Let the burst settle.
-        loop {
-            match rx.recv_timeout(SETTLE) {
-                Ok(Msg::Changed(_)) => continue,
-                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                Err(RecvTimeoutError::Timeout) => break,
-            }
-        }
-        // A directory created on the way to a settings file is watched from now on.
-        let _ = add_watches(&w.watcher, &w.files, &mut watched);
-        let now = contents(&w.files);
-        if now == last {
-            continue;
-        }
-        let changed: Vec<String> = now
-            .iter()
-            .filter(|(p, c)| last.get(*p) != Some(c))
-            .map(|(p, _)| p.display().to_string())
-            .collect();
-        last = now;
-        match (w.rebuild)() {
-            Ok(policy) => {
-                let generation = w.live.replace(policy);
-                (w.notice)(&format!(
-                    "warden: settings changed ({}): policy #{generation} in force for new \
-                     connections; filesystem rules apply to the next sandbox",
-                    changed.join(", ")
-                ));
-            }
-            Err(e) => (w.notice)(&format!(
-                "warden: settings change rejected, keeping the previous policy: {e}"
-            )),
-        }
-    }
-}
-
-/// Whether any event path is a settings file or a directory above one.
-fn concerns(files: &[PathBuf], paths: &[PathBuf]) -> bool {
-    paths
+fn stamps(files: &[PathBuf]) -> Vec<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    files
         .iter()
-        .any(|p| files.iter().any(|f| f == p || f.starts_with(p)))
-}
-
-/// Watches the directory of each file — or, while it does not exist, the nearest existing
-/// directory above it (to see it appear).
-fn add_watches(
-    watcher: &Mutex<notify::RecommendedWatcher>,
-    files: &[PathBuf],
-    watched: &mut BTreeSet<PathBuf>,
-) -> Result<(), notify::Error> {
-    let mut w = match watcher.lock() {
-        Ok(w) => w,
-        Err(p) => p.into_inner(),
-    };
-    for f in files {
-        let Some(dir) = f.ancestors().skip(1).find(|d| d.is_dir()) else {
-            continue;
-        };
-        if watched.insert(dir.to_path_buf()) {
-            w.watch(dir, RecursiveMode::NonRecursive)?;
-        }
-    }
-    Ok(())
+        .map(|f| {
+            std::fs::metadata(f).ok().map(|m| {
+                (
+                    m.size(),
+                    m.mtime(),
+                    m.mtime_nsec(),
+                    m.ctime(),
+                    m.ctime_nsec(),
+                    m.ino(),
+                )
+            })
+        })
+        .collect()
 }
 
 fn contents(files: &[PathBuf]) -> BTreeMap<PathBuf, Option<Vec<u8>>> {

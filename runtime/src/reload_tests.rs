@@ -2,6 +2,7 @@ use super::*;
 use crate::policy::decision::Decision;
 use crate::policy::load::load_file;
 use crate::policy::merge::test_policy;
+use std::sync::Mutex;
 use std::time::Instant;
 
 fn policy_from(path: &std::path::Path) -> Result<Policy, String> {

@@ -210,7 +210,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     }
     // Settings edits apply to the running sandbox's network (started after the sandbox: the
     // backend forks, so no thread may exist before).
-    let _reloader =
+    // Only while a service reads the live policy: a run without network has nothing a
+    // settings edit could change after it started (its view is fixed).
+    let _reloader = if !sandbox.serves_network() {
+        None
+    } else {
         match crate::reload::watch(args.policy.files()?, live, rebuild, Box::new(notice)) {
             Ok(r) => Some(r),
             Err(e) => {
@@ -219,7 +223,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 ));
                 None
             }
-        };
+        }
+    };
     let code = sandbox.wait();
     if let Some(Err(e)) = exporter.map(|e| e.finish()) {
         eprintln!("warden: warning: {e}");

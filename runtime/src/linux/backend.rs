@@ -252,6 +252,10 @@ impl Backend for LinuxBackend {
 }
 
 impl Sandbox for LinuxSandbox {
+    fn serves_network(&self) -> bool {
+        self.network.is_some()
+    }
+
     fn wait(self) -> i32 {
         let relay = self.relay;
         let code = self.inner.wait_with(&mut |sig| match &relay {
