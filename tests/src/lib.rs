@@ -12,6 +12,8 @@
 
 pub mod netns;
 
+pub use netns::{in_ci, is_root};
+
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -189,4 +191,33 @@ impl Default for TestEnv {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Whether `tool` is on PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `true` when `missing` is `None`. Otherwise a test whose prerequisite is missing panics
+/// under `CI=true` and elsewhere prints a loud skip notice naming `test`, and returns `false`.
+pub fn ready_unless(test: &str, missing: Option<String>) -> bool {
+    let Some(what) = missing else {
+        return true;
+    };
+    assert!(!in_ci(), "{test}: CI=true but {what}");
+    eprintln!("\n*** SKIPPED {test}: {what} ***\n");
+    false
+}
+
+/// [`ready_unless`] for tests that need root; `why` says what for.
+pub fn root_or_skip(test: &str, why: &str) -> bool {
+    ready_unless(
+        test,
+        (!is_root()).then(|| format!("not running as root ({why})")),
+    )
 }

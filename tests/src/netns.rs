@@ -136,7 +136,8 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
     }
 }
 
-fn is_root() -> bool {
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
     fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
             .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))

@@ -9,30 +9,11 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use warden_tests::{Output, TestEnv};
+use warden_tests::{is_root, root_or_skip, Output, TestEnv};
 
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
-}
-
-/// `true` when the tests can run here; otherwise panics under CI=true, or prints a loud skip.
+/// `true` when the tests can run here (root); otherwise panics under CI=true, or skips loudly.
 fn ready(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        !in_ci(),
-        "{test}: CI=true but not running as root (loading eBPF programs needs root)"
-    );
-    eprintln!("\n*** SKIPPED {test}: not root (loading eBPF programs needs root) ***\n");
-    false
+    root_or_skip(test, "loading eBPF programs needs root")
 }
 
 /// Settings that make auditing required (a load failure is exit 125, never silence), plus

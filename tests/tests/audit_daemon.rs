@@ -13,39 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use warden_tests::TestEnv;
+use warden_tests::{have, root_or_skip, TestEnv};
 
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
-}
-
-/// `true` when the tests can run here; otherwise panics under CI=true, or prints a loud skip.
+/// `true` when the tests can run here (root); otherwise panics under CI=true, or skips loudly.
 fn ready(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        !in_ci(),
-        "{test}: CI=true but not running as root (the audit daemon loads eBPF programs)"
-    );
-    eprintln!("\n*** SKIPPED {test}: not root (the audit daemon loads eBPF programs) ***\n");
-    false
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    root_or_skip(test, "the audit daemon loads eBPF programs")
 }
 
 /// A running `warden audit`, stopped (SIGTERM, then SIGKILL) when dropped.

@@ -3,11 +3,7 @@
 //! every required probe must pass there.
 
 use serde_json::Value;
-use warden_tests::{Output, TestEnv};
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true")
-}
+use warden_tests::{in_ci, Output, TestEnv};
 
 fn probes(out: &Output) -> Vec<Value> {
     let v: Value = serde_json::from_str(&out.stdout)

@@ -14,36 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use warden_tests::netns::TestNet;
-use warden_tests::{Output, TestEnv};
+use warden_tests::{have, is_root, ready_unless, Output, TestEnv};
 
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// `true` when `missing` is `None`; otherwise panics under CI=true, or prints a loud skip.
 fn ready(test: &str, missing: Option<&str>) -> bool {
-    let Some(what) = missing else {
-        return true;
-    };
-    assert!(!in_ci(), "{test}: CI=true but {what}");
-    eprintln!("\n*** SKIPPED {test}: {what} ***\n");
-    false
+    ready_unless(test, missing.map(str::to_string))
 }
 
 fn run(env: &TestEnv, args: &[&str], script: &str) -> Output {

@@ -24,37 +24,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use warden_tests::TestEnv;
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// `true` when `missing` is `None`; otherwise panics under CI=true, or prints a loud skip.
-fn ready(test: &str, missing: Option<String>) -> bool {
-    let Some(what) = missing else {
-        return true;
-    };
-    assert!(!in_ci(), "{test}: CI=true but {what}");
-    eprintln!("\n*** SKIPPED {test}: {what} ***\n");
-    false
-}
+use warden_tests::{have, is_root, ready_unless as ready, TestEnv};
 
 /// The first of `tools` that is not on PATH, as a reason to skip.
 fn missing_tool(tools: &[&str]) -> Option<String> {
