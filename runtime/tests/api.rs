@@ -326,3 +326,40 @@ async fn tokio_spawn_and_status() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(text, "got async\n");
 }
+
+#[test]
+fn labels_given_to_the_builder_are_on_the_runs_violations() {
+    let env = Env::new();
+    let host = host_file(&env);
+    let sandbox = Sandbox::builder()
+        .warden_binary(env!("CARGO_BIN_EXE_warden"))
+        .settings(env.settings())
+        .cwd(env.path("project"))
+        .non_interactive()
+        .label("team", "infra")
+        .build();
+    let mut cmd = sandbox.command("sh");
+    cmd.arg("-c")
+        .arg(format!("echo pwned > '{}'", host.display()));
+    env.isolate(&mut cmd);
+    let out = cmd.output().unwrap();
+    assert_denied_write(
+        "labels_given_to_the_builder_are_on_the_runs_violations",
+        &out,
+        &host,
+    );
+    if !audit_ready("labels_given_to_the_builder_are_on_the_runs_violations") {
+        return;
+    }
+    let target = host.display().to_string();
+    let v = out
+        .violations
+        .iter()
+        .find(|v| v.target == target)
+        .unwrap_or_else(|| panic!("no violation on {target}: {:#?}", out.violations));
+    assert_eq!(
+        v.labels.get("team").map(String::as_str),
+        Some("infra"),
+        "{v:?}"
+    );
+}

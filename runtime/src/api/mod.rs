@@ -135,6 +135,9 @@ pub struct Sandbox {
     no_network: bool,
     non_interactive: bool,
     approvals: Option<PathBuf>,
+    labels: Vec<(String, String)>,
+    pty: bool,
+    whole_process: bool,
 }
 
 /// Builds a [`Sandbox`]; [`SandboxBuilder::command`] goes straight to a command.
@@ -201,11 +204,20 @@ impl Sandbox {
             spec.push(socket);
             flag("--approvals", &spec);
         }
+        for (k, v) in &self.labels {
+            flag("--label", OsStr::new(&format!("{k}={v}")));
+        }
+        if self.whole_process {
+            flag("--mode", OsStr::new("whole-process"));
+        }
         if self.no_network {
             out.push("--no-network".into());
         }
         if self.non_interactive {
             out.push("--non-interactive".into());
+        }
+        if self.pty {
+            out.push("--pty".into());
         }
         out.push("--".into());
         out.push(program.to_os_string());
@@ -271,6 +283,27 @@ impl SandboxBuilder {
     /// socket (`--approvals unix:PATH`, docs/protocol.md).
     pub fn approvals(mut self, socket: impl Into<PathBuf>) -> Self {
         self.sandbox.approvals = Some(socket.into());
+        self
+    }
+
+    /// An operator label on the run's records and metrics (`--label KEY=VALUE`, repeatable;
+    /// warden validates names and bounds: docs/audit-daemon.md).
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.sandbox.labels.push((key.into(), value.into()));
+        self
+    }
+
+    /// The command on its own terminal when warden runs on one (`--pty`): job control, and
+    /// approval prompts it can neither see nor answer.
+    pub fn pty(mut self) -> Self {
+        self.sandbox.pty = true;
+        self
+    }
+
+    /// Whole-process mode (`--mode whole-process`): for a whole agent — its own terminal and
+    /// a status line at start (docs/whole-process.md).
+    pub fn whole_process(mut self) -> Self {
+        self.sandbox.whole_process = true;
         self
     }
 

@@ -662,3 +662,31 @@ fn annotation_agrees_with_the_audit_layer() {
         format!("{}{expected}", String::from_utf8_lossy(stderr))
     );
 }
+
+#[test]
+fn run_args_carry_labels_the_terminal_and_the_mode_before_the_command() {
+    let sandbox = Sandbox::builder()
+        .label("team", "infra")
+        .label("agent", "a b")
+        .whole_process()
+        .pty()
+        .build();
+    let args = sandbox.run_args(Path::new("/dev/fd/5"), OsStr::new("claude"), &[]);
+    assert_eq!(
+        strings(args),
+        [
+            "run",
+            "--violations",
+            "/dev/fd/5",
+            "--label",
+            "team=infra",
+            "--label",
+            "agent=a b",
+            "--mode",
+            "whole-process",
+            "--pty",
+            "--",
+            "claude"
+        ]
+    );
+}
