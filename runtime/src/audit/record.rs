@@ -821,9 +821,7 @@ impl Classifier {
         let found = match cached {
             Some(found) => found,
             None => {
-                let mut probe = rec.clone();
-                attach_rule(policy, &mut probe, path, write);
-                let found = probe.rule.zip(probe.provenance);
+                let found = rule_for(policy, path, write);
                 let mut rules = self.rules.borrow_mut();
                 if rules.len() >= RULE_CACHE {
                     rules.clear();
@@ -847,19 +845,34 @@ pub fn attach_rule(
     path: &Path,
     write: bool,
 ) {
+    if let Some((rule, provenance)) = rule_for(policy, path, write) {
+        rec.rule = Some(rule);
+        rec.provenance = Some(provenance);
+    }
+}
+
+/// The rule (`list: "entry"`) and its provenance the policy engine names for `path`, if one
+/// decides.
+fn rule_for(
+    policy: &crate::policy::merge::Policy,
+    path: &Path,
+    write: bool,
+) -> Option<(String, String)> {
     if !path.is_absolute() {
-        return;
+        return None;
     }
     let access = if write {
         crate::policy::path::Access::Write
     } else {
         crate::policy::path::Access::Read
     };
-    let verdict = policy.check_path(&crate::policy::fsview::RealFs, path, access);
-    if let Some(rule) = verdict.rule {
-        rec.rule = Some(format!("{}: {:?}", rule.list, &*rule.entry));
-        rec.provenance = Some(rule.provenance.to_string());
-    }
+    let rule = policy
+        .check_path(&crate::policy::fsview::RealFs, path, access)
+        .rule?;
+    Some((
+        format!("{}: {:?}", rule.list, &*rule.entry),
+        rule.provenance.to_string(),
+    ))
 }
 
 /// A proxy decision as a record: denied requests are violations (layer proxy), allowed ones

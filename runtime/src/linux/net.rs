@@ -213,16 +213,7 @@ pub fn serve_connect(chan: &OwnedFd) -> nix::Result<bool> {
         nix::sys::socket::connect(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)).map(|()| fd)
     });
     match connected {
-        Ok(fd) => {
-            let raw = [fd.as_raw_fd()];
-            sendmsg::<()>(
-                chan.as_raw_fd(),
-                &[IoSlice::new(&[0])],
-                &[ControlMessage::ScmRights(&raw)],
-                MsgFlags::empty(),
-                None,
-            )?;
-        }
+        Ok(fd) => send_fd(chan, 0, fd.as_raw_fd())?,
         Err(e) => {
             let code = u8::try_from(e as i32).unwrap_or(u8::MAX);
             sendmsg::<()>(
@@ -247,6 +238,32 @@ pub fn request_connect(chan: &OwnedFd, port: u16) -> std::io::Result<std::net::T
         MsgFlags::empty(),
         None,
     )?;
+    let (bytes, payload, fd) = receive_fd(chan)?;
+    if bytes == 0 {
+        return Err(std::io::Error::other("the sandbox's pid 1 is gone"));
+    }
+    match (payload, fd) {
+        (0, Some(fd)) => Ok(std::net::TcpStream::from(fd)),
+        (code, _) => Err(std::io::Error::from_raw_os_error(i32::from(code))),
+    }
+}
+
+/// Sends one descriptor with a one-byte payload over a hand-over channel.
+pub fn send_fd(chan: &OwnedFd, payload: u8, fd: RawFd) -> nix::Result<()> {
+    let raw = [fd];
+    sendmsg::<()>(
+        chan.as_raw_fd(),
+        &[IoSlice::new(&[payload])],
+        &[ControlMessage::ScmRights(&raw)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    Ok(())
+}
+
+/// Receives one message of [`send_fd`]: its length (0: the peer closed), its payload byte and
+/// the descriptor, if one came.
+pub fn receive_fd(chan: &OwnedFd) -> std::io::Result<(usize, u8, Option<OwnedFd>)> {
     let mut payload = [0u8; 1];
     let mut iov = [IoSliceMut::new(&mut payload)];
     let mut space = nix::cmsg_space!([RawFd; 1]);
@@ -267,11 +284,6 @@ pub fn request_connect(chan: &OwnedFd, port: u16) -> std::io::Result<std::net::T
             }
         }
     }
-    if msg.bytes == 0 {
-        return Err(std::io::Error::other("the sandbox's pid 1 is gone"));
-    }
-    match (payload[0], fd) {
-        (0, Some(fd)) => Ok(std::net::TcpStream::from(fd)),
-        (code, _) => Err(std::io::Error::from_raw_os_error(i32::from(code))),
-    }
+    let bytes = msg.bytes;
+    Ok((bytes, payload[0], fd))
 }

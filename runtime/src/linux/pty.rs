@@ -10,10 +10,8 @@
 //! draw over it, and TIOCSTI (refused by seccomp anyway) would only reach its own pty.
 
 use nix::fcntl::OFlag;
-use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use serde::{Deserialize, Serialize};
-use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The terminal pid 1 creates: its initial size (the caller's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,7 +49,7 @@ pub fn open_and_send(plan: &TerminalPlan, chan: &OwnedFd) -> Result<OwnedFd, Str
     .map_err(|e| format!("opening {name}: {e}"))?;
     crate::term::set_window_size(slave.as_raw_fd(), plan.rows, plan.cols)
         .map_err(|e| format!("setting the window size: {e}"))?;
-    send_fd(chan, master.as_raw_fd())
+    super::net::send_fd(chan, b't', master.as_raw_fd())
         .map_err(|e| format!("handing the terminal to the supervisor: {e}"))?;
     Ok(slave)
 }
@@ -78,40 +76,9 @@ pub fn make_controlling() -> Result<(), String> {
     Ok(())
 }
 
-fn send_fd(chan: &OwnedFd, fd: RawFd) -> nix::Result<()> {
-    let raw = [fd];
-    sendmsg::<()>(
-        chan.as_raw_fd(),
-        &[IoSlice::new(b"t")],
-        &[ControlMessage::ScmRights(&raw)],
-        MsgFlags::empty(),
-        None,
-    )?;
-    Ok(())
-}
-
 /// In the supervisor: the master pid 1 sent. EOF (pid 1 failed first) is an error.
 pub fn receive_master(chan: &OwnedFd) -> std::io::Result<OwnedFd> {
-    let mut payload = [0u8; 1];
-    let mut iov = [IoSliceMut::new(&mut payload)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(
-        chan.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    let mut got = None;
-    for cmsg in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            for raw in fds {
-                // SAFETY: the kernel just installed `raw` in this process for us; we own it.
-                let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-                if got.is_none() {
-                    got = Some(owned);
-                }
-            }
-        }
-    }
-    got.ok_or_else(|| std::io::Error::other("the sandbox sent no terminal (pid 1 failed)"))
+    super::net::receive_fd(chan)?
+        .2
+        .ok_or_else(|| std::io::Error::other("the sandbox sent no terminal (pid 1 failed)"))
 }
