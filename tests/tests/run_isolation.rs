@@ -547,6 +547,84 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
     assert_nothing_left(&env);
 }
 
+/// Sandboxes in one project at once (parallel subagents): the first to end must not take the
+/// protection of a missing config directory away from one still running. (Removing a
+/// directory on the host while it is a mount point in another mount namespace detaches that
+/// mount, so the second sandbox could then create `.claude/settings.json` after all.)
+#[test]
+fn a_placeholder_outlives_the_sandbox_that_made_it_while_another_runs() {
+    let env = TestEnv::new();
+    let p = env.project();
+    let start = |script: &str| {
+        env.command()
+            .args(["run", "--", "sh", "-c", script])
+            .env("TMPDIR", run_base(&env))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let wait_for = |path: &Path| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !path.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{} never appeared",
+                path.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // First: makes the placeholder, then waits to be let go.
+    let first = start("touch first-up; while [ ! -e release-first ]; do sleep 0.05; done");
+    wait_for(&p.join("first-up"));
+    assert!(
+        p.join(".claude").is_dir(),
+        "no placeholder while the first ran"
+    );
+    // Second: starts while the first runs, then tries to plant agent config once the first
+    // has ended.
+    let second = start(
+        "touch second-up; while [ ! -e go ]; do sleep 0.05; done; \
+         mkdir -p .claude; echo '{\"hooks\":{}}' > .claude/settings.json; \
+         mkdir .vscode; echo x > .vscode/tasks.json; echo second-end",
+    );
+    wait_for(&p.join("second-up"));
+    std::fs::write(p.join("release-first"), "").unwrap();
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        p.join(".claude").is_dir(),
+        "the first sandbox removed the placeholder the second still relies on"
+    );
+    std::fs::write(p.join("go"), "").unwrap();
+    let out = second.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("second-end"), "{out:?}");
+    assert!(
+        !p.join(".claude/settings.json").exists() && !p.join(".vscode/tasks.json").exists(),
+        "agent config planted through a placeholder removed under a running sandbox: {out:?}"
+    );
+    // The last one out removed the placeholders, and nothing else is left.
+    for name in [
+        ".claude", ".vscode", ".cursor", ".idea", ".warden", ".codex",
+    ] {
+        assert!(!p.join(name).exists(), "{name} left behind");
+    }
+    let left: Vec<_> = std::fs::read_dir(p)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("warden"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "temporary placeholder names left: {left:?}"
+    );
+    assert_nothing_left(&env);
+}
+
 #[test]
 fn env_deny_drops_variables_and_tmpdir_is_replaced() {
     let env = TestEnv::new();

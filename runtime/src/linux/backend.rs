@@ -4,7 +4,7 @@
 
 use super::cgroup::{Cgroup, Limits};
 use super::janitor::Janitor;
-use super::plan::{self, Placeholder, PlanInput, RunDirs};
+use super::plan::{self, PlanInput, RunDirs};
 use super::spawn::{self, RunDir, SpawnError};
 use crate::backend::{Backend, BackendError, Sandbox, SandboxCommand, Workspace};
 use crate::policy::fsview::RealFs;
@@ -30,7 +30,7 @@ pub struct LinuxSandbox {
     /// The command's own terminal joined to the caller's (whole-process mode).
     relay: Option<crate::term::Relay>,
     run_dir: RunDir,
-    placeholders: Vec<Placeholder>,
+    placeholders: super::placeholder::Held,
     network: Option<crate::net::service::Service>,
     approvals_socket: Option<PathBuf>,
     _janitor: Janitor,
@@ -159,11 +159,12 @@ impl Backend for LinuxBackend {
                 what: "blocking signals",
                 source: e.into(),
             })?;
-        let placeholders = plan::create_placeholders(&plan, &mut |ph| janitor.placeholder(ph))
-            .map_err(|source| BackendError::Io {
-                what: "creating protected placeholders",
-                source,
-            })?;
+        let mut placeholders =
+            super::placeholder::hold(&plan.placeholders, &mut |ph| janitor.placeholder(ph))
+                .map_err(|source| BackendError::Io {
+                    what: "holding protected placeholders",
+                    source,
+                })?;
         if let Some(sock) = &command.approvals {
             janitor.socket(sock);
         }
@@ -244,7 +245,7 @@ impl Backend for LinuxBackend {
                 })
             }
             Err(e) => {
-                plan::remove_placeholders(&placeholders);
+                placeholders.release();
                 Err(e.into())
             }
         }
@@ -279,7 +280,8 @@ impl Sandbox for LinuxSandbox {
         // Audit (#5): drain the records, report losses, print the annotation last.
         crate::audit::finish();
         crate::audit::lsm::finish();
-        plan::remove_placeholders(&self.placeholders);
+        let mut placeholders = self.placeholders;
+        placeholders.release();
         if let Some(sock) = &self.approvals_socket {
             super::janitor::remove_socket(sock);
         }

@@ -5,7 +5,8 @@
 //! that only the supervisor can write to. The supervisor reports each thing it creates on the
 //! host (the run directory, the cgroup leaves, the placeholders) right after creating it. On
 //! EOF — the supervisor exited, normally or not — the janitor kills whatever is left in the
-//! reported cgroups, removes them, the placeholders that are still empty and the run directory,
+//! reported cgroups, removes them, the placeholders that are still empty (and held by no other
+//! sandbox, see [`super::placeholder`]) and the run directory,
 //! and exits. After a normal run the supervisor has removed all of it already and the janitor
 //! finds nothing to do.
 //!
@@ -172,7 +173,7 @@ fn clean_up(records: &Records) {
     for cg in records.cgroups.iter().filter(|p| is_ours(p)) {
         let _ = super::cgroup::remove_leftover(cg);
     }
-    super::plan::remove_placeholders(&records.placeholders);
+    super::placeholder::sweep(&records.placeholders);
     for sock in &records.sockets {
         remove_socket(sock);
     }

@@ -74,9 +74,26 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
     std::fs::create_dir(&theirs).unwrap();
     let empty = base.path().join(".claude");
     let filled = base.path().join(".codex");
-    std::fs::create_dir(&empty).unwrap();
-    std::fs::create_dir(&filled).unwrap();
+    let users = base.path().join(".vscode");
+    std::fs::create_dir(&users).unwrap();
+    // Placeholders a supervisor made and held when it died (its descriptors closed, so no
+    // lock is left); one was filled meanwhile.
+    let held = crate::linux::placeholder::hold(
+        &[
+            Placeholder {
+                path: empty.clone(),
+                dir: true,
+            },
+            Placeholder {
+                path: filled.clone(),
+                dir: true,
+            },
+        ],
+        &mut |_| {},
+    )
+    .unwrap();
     std::fs::write(filled.join("keep"), b"x").unwrap();
+    held.abandon();
     clean_up(&Records {
         run_dirs: vec![ours.clone(), theirs.clone()],
         cgroups: vec![base.path().join("not-a-cgroup")],
@@ -89,6 +106,10 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
                 path: filled.clone(),
                 dir: true,
             },
+            Placeholder {
+                path: users.clone(),
+                dir: true,
+            },
         ],
         sockets: vec![base.path().join("precious")],
     });
@@ -99,4 +120,8 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
     );
     assert!(!empty.exists());
     assert!(filled.join("keep").exists(), "a filled placeholder stays");
+    assert!(
+        users.is_dir(),
+        "an unmarked (the user's own) empty directory stays"
+    );
 }

@@ -23,6 +23,7 @@ pub mod janitor;
 pub mod landlock;
 pub mod mount;
 pub mod net;
+pub mod placeholder;
 pub mod plan;
 pub mod probe;
 pub mod pty;

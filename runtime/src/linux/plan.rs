@@ -60,9 +60,11 @@ pub struct Plan {
     pub hardening: Hardening,
     /// rlimits by name (`nofile`, …) applied to the command.
     pub rlimits: Vec<(String, u64)>,
-    /// Protected paths that do not exist yet: the supervisor creates each as an empty
-    /// placeholder before the sandbox starts, the view binds it read-only (so it can be neither
-    /// written nor replaced), and teardown removes it if it is still empty.
+    /// Protected entries directly in each writable root, existing or not (see
+    /// [`super::placeholder`]): the supervisor creates a missing one as an empty, marked
+    /// placeholder before the sandbox starts and holds a shared lock on every marked one while
+    /// it runs; the view binds each read-only (so it can be neither written nor replaced); the
+    /// last sandbox holding an empty placeholder removes it.
     pub placeholders: Vec<Placeholder>,
     /// The proxy's and DNS stub's listeners pid 1 creates in the sandbox's net namespace;
     /// `None`: no network at all (nothing could be allowed).
@@ -227,14 +229,15 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             &mut read_only,
         );
     }
-    // Protected paths that do not exist yet, directly in each writable root.
+    // Protected entries directly in each writable root: every one is a placeholder candidate
+    // (another sandbox's placeholder exists already); a missing one is masked read-only too.
     let mut placeholders = Vec::new();
     for root in &writable {
         let mut missing = |path: PathBuf, dir: bool| {
             if fs.kind(&path).is_none() {
                 read_only.insert(path.clone());
-                placeholders.push(Placeholder { path, dir });
             }
+            placeholders.push(Placeholder { path, dir });
         };
         for name in PLACEHOLDER_DIRS {
             missing(root.join(name), true);
@@ -359,49 +362,6 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         network: input.network.map(|n| n.plan),
         terminal: None,
     })
-}
-
-/// Creates the plan's placeholders on the host; returns those this call created (and so may
-/// remove). An entry that appeared meanwhile is left alone: the view protects it anyway.
-pub fn create_placeholders(
-    plan: &Plan,
-    created_one: &mut dyn FnMut(&Placeholder),
-) -> std::io::Result<Vec<Placeholder>> {
-    let mut created = Vec::new();
-    for ph in &plan.placeholders {
-        let result = if ph.dir {
-            std::fs::create_dir(&ph.path)
-        } else {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&ph.path)
-                .map(|_| ())
-        };
-        match result {
-            Ok(()) => {
-                created_one(ph);
-                created.push(ph.clone());
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => {
-                remove_placeholders(&created);
-                return Err(e);
-            }
-        }
-    }
-    Ok(created)
-}
-
-/// Removes placeholders that are still empty (never anything the command or the user filled).
-pub fn remove_placeholders(created: &[Placeholder]) {
-    for ph in created.iter().rev() {
-        if ph.dir {
-            let _ = std::fs::remove_dir(&ph.path);
-        } else if std::fs::symlink_metadata(&ph.path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-            let _ = std::fs::remove_file(&ph.path);
-        }
-    }
 }
 
 /// Entries visited at most while expanding one glob; more fails the run (a deny glob that

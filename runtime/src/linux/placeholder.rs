@@ -1,0 +1,349 @@
+//! Placeholders: the protected entries directly in a writable root (agent config directories,
+//! `.git/hooks`, a writable home's rc files and `.ssh`) that warden guards whether or not they
+//! exist, shared safely by concurrent sandboxes of one project.
+//!
+//! - A missing one is created empty and *marked* (`user.warden.placeholder` xattr) before it
+//!   appears under its name: it is made under a temporary name, marked, locked and renamed with
+//!   `RENAME_NOREPLACE`. So an entry carrying the mark is always a warden placeholder, and an
+//!   unmarked one is the user's own and is never removed.
+//! - Every sandbox holds a shared `flock` on each marked placeholder it protects for as long as
+//!   it runs (including ones another sandbox created).
+//! - Removal happens only under an exclusive `flock`, only of an entry still marked, still
+//!   linked under its name and empty. So the last sandbox out removes it, and never one while
+//!   another runs: a directory removed on the host while it is a mount point in another
+//!   sandbox's mount namespace silently takes that sandbox's read-only mount with it, which
+//!   would let that sandbox create the protected entry after all.
+//!
+//! Where the filesystem has no user xattrs the placeholder is created unmarked and left in
+//! place afterwards (empty): leaving it is safe, removing it could unprotect a concurrent run.
+
+use super::plan::Placeholder;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The extended attribute that marks a warden placeholder.
+pub const MARK: &str = "user.warden.placeholder";
+/// How long a sandbox waits for a shared lock (another warden holds the exclusive one for the
+/// moment it takes to remove an empty entry; anything longer is someone else's lock).
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+/// Attempts per entry when it keeps appearing and disappearing under us.
+const ATTEMPTS: usize = 100;
+
+/// The placeholders a running sandbox holds; [`Held::release`] when it has ended.
+#[derive(Debug, Default)]
+pub struct Held {
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+/// What a candidate path names right now.
+enum Found {
+    Missing,
+    /// A symlink, device, fifo, …, or an entry without the mark: not a placeholder.
+    Foreign,
+    /// A directory or regular file carrying the mark, opened.
+    Marked(OwnedFd),
+}
+
+/// Creates the missing entries of `list` and takes a shared lock on every marked one.
+/// `record` hears of each path before warden may create something there (for the janitor).
+pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&Placeholder)) -> io::Result<Held> {
+    let mut held = Held::default();
+    for ph in list {
+        match hold_one(ph, record) {
+            Ok(Some(fd)) => held.entries.push(Entry {
+                path: ph.path.clone(),
+                fd,
+            }),
+            Ok(None) => {}
+            Err(e) => {
+                held.release();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("protected placeholder {}: {e}", ph.path.display()),
+                ));
+            }
+        }
+    }
+    Ok(held)
+}
+
+fn hold_one(ph: &Placeholder, record: &mut dyn FnMut(&Placeholder)) -> io::Result<Option<OwnedFd>> {
+    for attempt in 0..ATTEMPTS {
+        match find(&ph.path)? {
+            Found::Foreign => return Ok(None),
+            Found::Marked(fd) => {
+                lock(&fd, libc::LOCK_SH, LOCK_WAIT)?;
+                // Removed (or replaced) between the open and the lock: look again.
+                if still_named(&fd, &ph.path)? {
+                    return Ok(Some(fd));
+                }
+            }
+            Found::Missing => {
+                let temp = Placeholder {
+                    path: temp_name(&ph.path, attempt),
+                    dir: ph.dir,
+                };
+                record(&temp);
+                record(ph);
+                match create(ph, &temp.path) {
+                    Ok(fd) => return Ok(fd),
+                    // Someone else's appeared first: share it.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Err(io::Error::other(
+        "it kept changing while warden tried to hold it",
+    ))
+}
+
+/// Makes the placeholder under `temp`, marks and locks it, and renames it into place without
+/// replacing anything. `Ok(None)`: no xattrs here, created unmarked at its name (left behind).
+fn create(ph: &Placeholder, temp: &Path) -> io::Result<Option<OwnedFd>> {
+    make(temp, ph.dir)?;
+    let fd = match open_made(temp, ph.dir) {
+        Ok(fd) => fd,
+        Err(e) => {
+            remove(temp, ph.dir);
+            return Err(e);
+        }
+    };
+    if let Err(e) = set_mark(&fd) {
+        remove(temp, ph.dir);
+        drop(fd);
+        return match e.raw_os_error() {
+            Some(libc::ENOTSUP) | Some(libc::EPERM) | Some(libc::EACCES) => {
+                match make(&ph.path, ph.dir) {
+                    Ok(()) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => Err(e),
+        };
+    }
+    if let Err(e) = lock(&fd, libc::LOCK_SH, LOCK_WAIT) {
+        remove(temp, ph.dir);
+        return Err(e);
+    }
+    match nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        temp,
+        nix::fcntl::AT_FDCWD,
+        &ph.path,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => Ok(Some(fd)),
+        Err(e) => {
+            remove(temp, ph.dir);
+            Err(e.into())
+        }
+    }
+}
+
+impl Held {
+    /// Drops this sandbox's locks; each marked placeholder nobody else holds any more and that
+    /// is still empty is removed.
+    pub fn release(&mut self) {
+        for entry in self.entries.drain(..).rev() {
+            if lock(&entry.fd, libc::LOCK_EX, Duration::ZERO).is_ok() {
+                remove_if_unused(&entry.path, &entry.fd);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl Held {
+    /// Closes the descriptors without removing anything, as a killed supervisor does.
+    pub(crate) fn abandon(mut self) {
+        self.entries.clear();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// After a supervisor's death (the janitor): removes those of `list` that are marked, empty
+/// and held by no other sandbox.
+pub fn sweep(list: &[Placeholder]) {
+    for ph in list {
+        if let Ok(Found::Marked(fd)) = find(&ph.path) {
+            if lock(&fd, libc::LOCK_EX, Duration::ZERO).is_ok() {
+                remove_if_unused(&ph.path, &fd);
+            }
+        }
+    }
+}
+
+/// With the exclusive lock held: removes `path` if it is still this marked entry and empty.
+fn remove_if_unused(path: &Path, fd: &OwnedFd) {
+    let Ok(st) = nix::sys::stat::fstat(fd) else {
+        return;
+    };
+    if !is_marked(fd) || !still_named(fd, path).unwrap_or(false) {
+        return;
+    }
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        // Fails on a non-empty directory: what someone put there stays.
+        let _ = std::fs::remove_dir(path);
+    } else if st.st_size == 0 {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+fn temp_name(path: &Path, attempt: usize) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!("{name}.warden-{}-{attempt}", std::process::id()))
+}
+
+fn make(path: &Path, dir: bool) -> io::Result<()> {
+    if dir {
+        std::fs::create_dir(path)
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map(drop)
+    }
+}
+
+fn remove(path: &Path, dir: bool) {
+    let _ = if dir {
+        std::fs::remove_dir(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+}
+
+fn cpath(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("NUL in path"))
+}
+
+fn open_raw(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let c = cpath(path)?;
+    // SAFETY: `c` is a valid NUL-terminated string; open returns a new descriptor or -1.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by open and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens the entry warden itself just created (never following a symlink planted meanwhile).
+fn open_made(path: &Path, dir: bool) -> io::Result<OwnedFd> {
+    let extra = if dir { libc::O_DIRECTORY } else { 0 };
+    open_raw(
+        path,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | extra,
+    )
+}
+
+fn find(path: &Path) -> io::Result<Found> {
+    // O_PATH first: opening a fifo or a device for reading could block or act.
+    let handle = match open_raw(path, libc::O_PATH | libc::O_NOFOLLOW) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(Found::Missing),
+        // A component that is a symlink or not a directory: not a placeholder here.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR) | Some(libc::ELOOP)) => {
+            return Ok(Found::Foreign);
+        }
+        Err(e) => return Err(e),
+    };
+    let st = nix::sys::stat::fstat(&handle)?;
+    let kind = st.st_mode & libc::S_IFMT;
+    if kind != libc::S_IFDIR && kind != libc::S_IFREG {
+        return Ok(Found::Foreign);
+    }
+    let fd = open_raw(
+        Path::new(&format!("/proc/self/fd/{}", handle.as_raw_fd())),
+        libc::O_RDONLY | libc::O_NONBLOCK,
+    )?;
+    Ok(if is_marked(&fd) {
+        Found::Marked(fd)
+    } else {
+        Found::Foreign
+    })
+}
+
+fn is_marked(fd: &OwnedFd) -> bool {
+    let Ok(name) = CString::new(MARK) else {
+        return false;
+    };
+    // SAFETY: a size query (NULL buffer, size 0) on a descriptor we own; no memory is written.
+    let n = unsafe { libc::fgetxattr(fd.as_raw_fd(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    n >= 0
+}
+
+fn set_mark(fd: &OwnedFd) -> io::Result<()> {
+    let name = CString::new(MARK).map_err(io::Error::other)?;
+    let value = b"1";
+    // SAFETY: `name` is NUL-terminated and `value` is valid for its length.
+    let r = unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            libc::XATTR_CREATE,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `fd` is still linked and `path` still names it.
+fn still_named(fd: &OwnedFd, path: &Path) -> io::Result<bool> {
+    let st = nix::sys::stat::fstat(fd)?;
+    if st.st_nlink == 0 {
+        return Ok(false);
+    }
+    Ok(match nix::sys::stat::lstat(path) {
+        Ok(now) => now.st_dev == st.st_dev && now.st_ino == st.st_ino,
+        Err(_) => false,
+    })
+}
+
+/// `flock(op)` without blocking the thread forever: retried until `wait` has passed.
+fn lock(fd: &OwnedFd, op: libc::c_int, wait: Duration) -> io::Result<()> {
+    let deadline = Instant::now() + wait;
+    loop {
+        // SAFETY: flock on a descriptor we own; no memory involved.
+        if unsafe { libc::flock(fd.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(e);
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "another process holds a lock on it",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+#[path = "placeholder_tests.rs"]
+mod tests;
