@@ -28,6 +28,9 @@ pub struct SandboxCommand {
     /// The policy the running services consult, replaced when the settings change
     /// (`crate::reload`); `None`: the policy given to `spawn`, fixed.
     pub live: Option<std::sync::Arc<crate::policy::live::LivePolicy>>,
+    /// `--session ID`: the session's approvals on disk, shared with `warden check --ask` and
+    /// the session's other sandboxes (`crate::approve::store`).
+    pub session: Option<crate::approve::store::SessionStore>,
 }
 
 /// Resources a sandbox needs before its policy can be built: the private TMPDIR, which the

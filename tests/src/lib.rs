@@ -97,8 +97,50 @@ pub fn warden(root: &Path) -> Command {
         .env(
             "WARDEN_MANAGED_SETTINGS",
             root.join("managed-settings.json"),
-        );
+        )
+        .env("WARDEN_SESSION_DIR", root.join("sessions"));
     cmd
+}
+
+/// Answers each `permission_request` on the approvals control channel at `sock` (waiting up
+/// to 30 s for it to appear) with the next of `answers` (`allow-once`, `deny`, …); returns
+/// the requests it saw.
+pub fn answer_requests(
+    sock: PathBuf,
+    answers: Vec<&'static str>,
+) -> std::thread::JoinHandle<Vec<serde_json::Value>> {
+    std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        use std::time::{Duration, Instant};
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let stream = loop {
+            if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no approvals socket at {}",
+                sock.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut out = stream
+            .try_clone()
+            .unwrap_or_else(|e| panic!("cloning the approvals stream: {e}"));
+        let mut seen = Vec::new();
+        let mut lines = BufReader::new(stream).lines();
+        for answer in answers {
+            let Some(Ok(line)) = lines.next() else { break };
+            let req: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("a request that is not JSON: {line}: {e}"));
+            let resp = serde_json::json!(
+                {"type": "permission_response", "id": req["id"], "decision": answer}
+            );
+            writeln!(out, "{resp}").unwrap_or_else(|e| panic!("answering: {e}"));
+            seen.push(req);
+        }
+        seen
+    })
 }
 
 /// A temporary directory laid out for [`warden`]: `home/` (with `.config/`) and `project/`.

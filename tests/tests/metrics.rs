@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use warden_tests::netns::TestNet;
@@ -482,35 +482,6 @@ fn proxied_transfers_count_their_bytes_per_direction_as_they_move() {
     assert!(!text.contains(&zone), "a host became a label: {text}");
 }
 
-/// Answers each `permission_request` on the approvals socket at `sock` with the next of
-/// `answers`.
-fn approver(sock: PathBuf, answers: Vec<&'static str>) -> std::thread::JoinHandle<usize> {
-    std::thread::spawn(move || {
-        use std::io::{BufRead, BufReader};
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let stream = loop {
-            if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "no approvals socket");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = stream.try_clone().unwrap();
-        let mut lines = BufReader::new(stream).lines();
-        let mut answered = 0;
-        for answer in answers {
-            let Some(Ok(line)) = lines.next() else { break };
-            let req: serde_json::Value = serde_json::from_str(&line).unwrap();
-            let resp = serde_json::json!({
-                "type": "permission_response", "id": req["id"], "decision": answer
-            });
-            writeln!(out, "{resp}").unwrap();
-            answered += 1;
-        }
-        answered
-    })
-}
-
 #[test]
 fn approvals_are_counted_by_kind_and_decision() {
     let test = "approvals_are_counted_by_kind_and_decision";
@@ -528,7 +499,7 @@ fn approvals_are_counted_by_kind_and_decision() {
     let env = TestEnv::new();
     let file = env.root().join("m.prom");
     let sock = env.root().join("approvals.sock");
-    let asked = approver(sock.clone(), vec!["allow-once", "deny"]);
+    let asked = warden_tests::answer_requests(sock.clone(), vec!["allow-once", "deny"]);
     let out = run_networked(
         &env,
         &[
@@ -536,6 +507,8 @@ fn approvals_are_counted_by_kind_and_decision() {
             format!("unix:{}", sock.display()),
             "--metrics-file".into(),
             file.display().to_string(),
+            "--session".into(),
+            "m-1".into(),
         ],
         &format!(
             "curl -sS --max-time 30 -o /dev/null -w '%{{http_code}}\\n' http://{once}/a; \
@@ -545,7 +518,7 @@ fn approvals_are_counted_by_kind_and_decision() {
     );
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(out.stdout, "200\n200\n403\n", "{out:?}");
-    assert_eq!(asked.join().unwrap(), 2);
+    assert_eq!(asked.join().unwrap().len(), 2);
     let text = std::fs::read_to_string(&file).unwrap();
     // One question per host: the second request to `once` used the session's approval and
     // is no decision of its own.
@@ -558,4 +531,24 @@ fn approvals_are_counted_by_kind_and_decision() {
         2,
         "{text}"
     );
+    // The session's approval outlives the run: `warden check` in the session and the
+    // session's next sandbox (with nobody to ask) both honour it; nothing else does.
+    let later = env.run(["check", "--domain", &once, "--session", "m-1"]);
+    assert_eq!(later.code, 0, "{later:?}");
+    assert!(later.stdout.contains("session"), "{later:?}");
+    assert_eq!(env.run(["check", "--domain", &once]).code, 2);
+    assert_eq!(
+        env.run(["check", "--domain", &denied, "--session", "m-1"])
+            .code,
+        2
+    );
+    let next = run_networked(
+        &env,
+        &["--session".into(), "m-1".into(), "--non-interactive".into()],
+        &format!(
+            "curl -sS --max-time 30 -o /dev/null -w '%{{http_code}}\\n' http://{once}/d; \
+             curl -sS --max-time 30 -o /dev/null -w '%{{http_code}}\\n' http://{denied}/e"
+        ),
+    );
+    assert_eq!(next.stdout, "200\n403\n", "{next:?}");
 }

@@ -1475,37 +1475,6 @@ fn a_parent_proxy_carries_allowed_tunnels_and_never_sees_denied_ones() {
 // ---------------------------------------------------------------------------------------------
 // Approvals over the control channel
 
-/// Answers each `permission_request` on the approvals socket at `sock` with the next of
-/// `answers`; returns the requests it saw.
-fn approver(sock: PathBuf, answers: Vec<&'static str>) -> std::thread::JoinHandle<Vec<Value>> {
-    std::thread::spawn(move || {
-        use std::io::{BufRead, BufReader, Write};
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let stream = loop {
-            if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
-                break s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no approvals socket at {}",
-                sock.display()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = stream.try_clone().unwrap();
-        let mut seen = Vec::new();
-        let mut lines = BufReader::new(stream).lines();
-        for answer in answers {
-            let Some(Ok(line)) = lines.next() else { break };
-            let req: Value = serde_json::from_str(&line).unwrap();
-            let resp = json!({"type": "permission_response", "id": req["id"], "decision": answer});
-            writeln!(out, "{resp}").unwrap();
-            seen.push(req);
-        }
-        seen
-    })
-}
-
 #[test]
 fn hosts_in_no_list_are_asked_over_the_control_channel() {
     let Some(mut w) = World::new("hosts_in_no_list_are_asked_over_the_control_channel") else {
@@ -1516,7 +1485,8 @@ fn hosts_in_no_list_are_asked_over_the_control_channel() {
     let denied = w.map("ask-deny");
     let http = w.net.http_server();
     let sock = w.env.root().join("approvals.sock");
-    let asked = approver(sock.clone(), vec!["allow-once", "allow-always", "deny"]);
+    let asked =
+        warden_tests::answer_requests(sock.clone(), vec!["allow-once", "allow-always", "deny"]);
     let out = w.run(
         &[
             "--approvals".to_string(),

@@ -105,6 +105,13 @@ pub enum Error {
     /// A signal could not be sent to warden.
     #[error("signalling warden: {0}")]
     Signal(#[source] io::Error),
+    /// Arguments were added ([`Command::arg`], [`Command::args`]) to a command made by
+    /// [`Sandbox::command_text`], whose line is the whole command; nothing was started.
+    #[error(
+        "a --command-text command takes no arguments (the line is the whole command): \
+         {line:?} was given {args:?}; put them in the line"
+    )]
+    CommandTextArgs { line: String, args: Vec<OsString> },
 }
 
 fn display_paths(paths: &[PathBuf]) -> String {
@@ -136,6 +143,9 @@ pub struct Sandbox {
     non_interactive: bool,
     approvals: Option<PathBuf>,
     labels: Vec<(String, String)>,
+    publish: Vec<String>,
+    metrics_addr: Option<String>,
+    session: Option<String>,
     pty: bool,
     whole_process: bool,
 }
@@ -154,9 +164,28 @@ impl Sandbox {
 
     /// A command to run in a sandbox with these settings.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        self.new_command(Target::Program(program.as_ref().to_os_string()))
+    }
+
+    /// An agent's shell line to run in a sandbox with these settings, gated first
+    /// (`warden run --command-text LINE`): the command policy and the `beforeCommand` hook
+    /// decide, then the line runs as `sh -c LINE` in the sandbox. A refused line does not run:
+    /// warden prints `warden: command refused: …` on stderr and the status is exit 126 (an
+    /// ordinary status, not an [`Error`]). What the policy leaves to approval is asked on
+    /// warden's terminal, and refused without one or with
+    /// [`non_interactive`](SandboxBuilder::non_interactive). The hook is told the agent's
+    /// [`session`](SandboxBuilder::session).
+    ///
+    /// The line is the whole command: [`arg`](Command::arg) and [`args`](Command::args) on the
+    /// result make it fail to start with [`Error::CommandTextArgs`].
+    pub fn command_text(&self, line: impl Into<String>) -> Command {
+        self.new_command(Target::Line(line.into()))
+    }
+
+    fn new_command(&self, target: Target) -> Command {
         Command {
             sandbox: self.clone(),
-            program: program.as_ref().to_os_string(),
+            target,
             args: Vec::new(),
             env: Vec::new(),
             stdin: None,
@@ -179,6 +208,24 @@ impl Sandbox {
     /// The arguments of `warden run` for one command (after the binary), with the violation
     /// records going to `records`.
     pub fn run_args(&self, records: &Path, program: &OsStr, args: &[OsString]) -> Vec<OsString> {
+        let mut out = self.flag_args(records);
+        out.push("--".into());
+        out.push(program.to_os_string());
+        out.extend(args.iter().cloned());
+        out
+    }
+
+    /// The arguments of `warden run` for a gated shell line ([`Sandbox::command_text`]):
+    /// the flags of [`run_args`](Sandbox::run_args), then `--command-text=LINE` (one word, so
+    /// a line starting with `-` stays the value) and no `-- CMD`.
+    pub fn command_text_args(&self, records: &Path, line: &str) -> Vec<OsString> {
+        let mut out = self.flag_args(records);
+        out.push(format!("--command-text={line}").into());
+        out
+    }
+
+    /// `run --violations RECORDS` and the sandbox's flags, without the command.
+    fn flag_args(&self, records: &Path) -> Vec<OsString> {
         let mut out: Vec<OsString> = vec!["run".into(), "--violations".into(), records.into()];
         let mut flag = |name: &str, value: &OsStr| {
             out.push(name.into());
@@ -207,6 +254,12 @@ impl Sandbox {
         for (k, v) in &self.labels {
             flag("--label", OsStr::new(&format!("{k}={v}")));
         }
+        for spec in &self.publish {
+            flag("--publish", OsStr::new(spec));
+        }
+        if let Some(addr) = &self.metrics_addr {
+            flag("--metrics-addr", OsStr::new(addr));
+        }
         if self.whole_process {
             flag("--mode", OsStr::new("whole-process"));
         }
@@ -219,10 +272,13 @@ impl Sandbox {
         if self.pty {
             out.push("--pty".into());
         }
-        out.push("--".into());
-        out.push(program.to_os_string());
-        out.extend(args.iter().cloned());
         out
+    }
+
+    /// The agent session's id given with [`SandboxBuilder::session`], which warden is told in
+    /// its environment as `WARDEN_SESSION`.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
     }
 }
 
@@ -293,6 +349,44 @@ impl SandboxBuilder {
         self
     }
 
+    /// Publish a port of the sandbox (`--publish HOSTPORT:PORT`, repeatable): warden forwards
+    /// `127.0.0.1:HOSTPORT` on the host to `PORT` on the sandbox's own loopback while the
+    /// command runs, e.g. `"8000:8080"` for a dev server the command listens with on
+    /// `127.0.0.1:8080`. Both ports are 1-65535. A malformed spec, or a host port already
+    /// taken, fails the run before the command starts ([`Error::Warden`]).
+    pub fn publish(mut self, spec: impl Into<String>) -> Self {
+        self.sandbox.publish.push(spec.into());
+        self
+    }
+
+    /// Serve the run's metrics (OpenMetrics: violations, network requests, execs, the
+    /// sandbox's start) on `http://ADDR/metrics` while the command runs, and `ok` on
+    /// `/healthz` (`--metrics-addr ADDR`: `IP:PORT`, `[IPv6]:PORT` or `localhost:PORT`;
+    /// docs/metrics.md). Loopback only unless the settings say `warden.metrics.allowRemote`.
+    /// Port 0 takes a free port, which warden prints on stderr
+    /// (`warden: metrics on http://…/metrics`). A bad or taken address fails the run before
+    /// the command starts ([`Error::Warden`]). [`label`](SandboxBuilder::label)s are on every
+    /// series.
+    pub fn metrics_addr(mut self, addr: impl Into<String>) -> Self {
+        self.sandbox.metrics_addr = Some(addr.into());
+        self
+    }
+
+    /// The agent session the commands belong to, passed to the `beforeCommand` hook that
+    /// gates [`command_text`](Sandbox::command_text) lines (its `"session"`; `default`
+    /// without one; docs/policy.md). It is given to warden as the environment variable
+    /// `WARDEN_SESSION=ID` (which `warden run` reads), set after the command's own
+    /// [`env`](Command::env) changes, so it survives [`env_clear`](Command::env_clear) and
+    /// overrides a `WARDEN_SESSION` set there. `warden run` takes the variable as its
+    /// `--session ID`, so where warden keeps a session's approvals across runs, they are
+    /// this session's (keep the id to letters, digits, `.`, `_` and `-`). Like the rest of
+    /// warden's environment, the sandboxed command sees it too (unless `warden.env.deny`
+    /// names it).
+    pub fn session(mut self, id: impl Into<String>) -> Self {
+        self.sandbox.session = Some(id.into());
+        self
+    }
+
     /// The command on its own terminal when warden runs on one (`--pty`): job control, and
     /// approval prompts it can neither see nor answer.
     pub fn pty(mut self) -> Self {
@@ -314,6 +408,11 @@ impl SandboxBuilder {
     /// `self.build().command(program)`.
     pub fn command(self, program: impl AsRef<OsStr>) -> Command {
         self.sandbox.command(program)
+    }
+
+    /// `self.build().command_text(line)`: a gated shell line ([`Sandbox::command_text`]).
+    pub fn command_text(self, line: impl Into<String>) -> Command {
+        self.sandbox.command_text(line)
     }
 }
 
@@ -374,15 +473,26 @@ fn is_executable(path: &Path) -> bool {
 ///
 /// A command can run more than once; the standard streams set on it apply to its next run
 /// only (a `Stdio` is used up).
+///
+/// A command made by [`Sandbox::command_text`] is a whole shell line: it takes no arguments
+/// (with any, running it is [`Error::CommandTextArgs`]).
 #[derive(Debug)]
 pub struct Command {
     sandbox: Sandbox,
-    program: OsString,
+    target: Target,
     args: Vec<OsString>,
     env: Vec<EnvOp>,
     stdin: Option<Stdio>,
     stdout: Option<Stdio>,
     stderr: Option<Stdio>,
+}
+
+/// What a [`Command`] runs: a program with arguments (`-- CMD ARGS`), or a gated shell line
+/// (`--command-text LINE`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Target {
+    Program(OsString),
+    Line(String),
 }
 
 #[derive(Clone, Debug)]
@@ -393,11 +503,14 @@ enum EnvOp {
 }
 
 impl Command {
+    /// An argument for the program. Not for a [`Sandbox::command_text`] line: running it then
+    /// fails with [`Error::CommandTextArgs`].
     pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Self {
         self.args.push(arg.as_ref().to_os_string());
         self
     }
 
+    /// Arguments for the program, as [`arg`](Command::arg).
     pub fn args<I, S>(&mut self, args: I) -> &mut Self
     where
         I: IntoIterator<Item = S>,
@@ -467,19 +580,31 @@ impl Command {
     /// The `warden run` process for this command, and the file its records go to. The
     /// standard streams set on `self` are moved into it.
     fn prepare(&mut self) -> Result<(std::process::Command, RecordsFile), Error> {
+        if let Target::Line(line) = &self.target {
+            if !self.args.is_empty() {
+                return Err(Error::CommandTextArgs {
+                    line: line.clone(),
+                    args: self.args.clone(),
+                });
+            }
+        }
         let binary = self.sandbox.warden_binary()?;
         let records = RecordsFile::create()?;
         let mut cmd = std::process::Command::new(&binary);
-        cmd.args(
-            self.sandbox
-                .run_args(&records.path(), &self.program, &self.args),
-        );
+        cmd.args(match &self.target {
+            Target::Program(program) => self.sandbox.run_args(&records.path(), program, &self.args),
+            Target::Line(line) => self.sandbox.command_text_args(&records.path(), line),
+        });
         for op in &self.env {
             match op {
                 EnvOp::Set(k, v) => cmd.env(k, v),
                 EnvOp::Remove(k) => cmd.env_remove(k),
                 EnvOp::Clear => cmd.env_clear(),
             };
+        }
+        // Until `warden run --session` is everywhere: the variable `warden run` reads.
+        if let Some(session) = &self.sandbox.session {
+            cmd.env("WARDEN_SESSION", session);
         }
         if let Some(s) = self.stdin.take() {
             cmd.stdin(s);

@@ -259,7 +259,7 @@ fn command_builder_collects_arguments_and_environment() {
         .envs([("B", "2")])
         .env_remove("C")
         .env_clear();
-    assert_eq!(cmd.program, "sh");
+    assert_eq!(cmd.target, Target::Program("sh".into()));
     assert_eq!(cmd.args, ["-c", "echo", "x"]);
     assert_eq!(cmd.env.len(), 4);
     assert_eq!(cmd.sandbox(), &sandbox);
@@ -689,4 +689,79 @@ fn run_args_carry_labels_the_terminal_and_the_mode_before_the_command() {
             "claude"
         ]
     );
+}
+
+#[test]
+fn run_args_carry_published_ports_and_the_metrics_address_but_not_the_session() {
+    let sandbox = Sandbox::builder()
+        .publish("8000:8080")
+        .publish("9000:9")
+        .metrics_addr("127.0.0.1:9464")
+        .session("s-1")
+        .build();
+    assert_eq!(sandbox.session(), Some("s-1"));
+    let args = sandbox.run_args(Path::new("/dev/fd/5"), OsStr::new("true"), &[]);
+    assert_eq!(
+        strings(args),
+        [
+            "run",
+            "--violations",
+            "/dev/fd/5",
+            "--publish",
+            "8000:8080",
+            "--publish",
+            "9000:9",
+            "--metrics-addr",
+            "127.0.0.1:9464",
+            "--",
+            "true"
+        ]
+    );
+}
+
+#[test]
+fn command_text_args_end_with_the_line_as_one_word_and_no_command() {
+    let sandbox = Sandbox::builder().cwd("/p").non_interactive().build();
+    let args = sandbox.command_text_args(Path::new("/dev/fd/4"), "-n; make test -- x");
+    assert_eq!(
+        strings(args),
+        [
+            "run",
+            "--violations",
+            "/dev/fd/4",
+            "--cwd",
+            "/p",
+            "--non-interactive",
+            "--command-text=-n; make test -- x"
+        ]
+    );
+    let cmd = sandbox.command_text("make test");
+    assert_eq!(cmd.target, Target::Line("make test".into()));
+    assert!(cmd.args.is_empty());
+}
+
+#[test]
+fn a_command_text_line_with_arguments_is_an_error_before_anything_starts() {
+    // The binary does not exist: the arguments are refused before it is looked for.
+    let sandbox = Sandbox::builder()
+        .warden_binary("/nonexistent/warden")
+        .build();
+    let mut cmd = sandbox.command_text("ls");
+    cmd.arg("-l").args(["/tmp"]);
+    let err = cmd.output().unwrap_err();
+    let Error::CommandTextArgs { line, args } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(line, "ls");
+    assert_eq!(args, &[OsString::from("-l"), OsString::from("/tmp")]);
+    assert!(err.to_string().contains("put them in the line"), "{err}");
+    assert!(matches!(
+        cmd.spawn().unwrap_err(),
+        Error::CommandTextArgs { .. }
+    ));
+    // Without arguments it goes on to look for the binary.
+    assert!(matches!(
+        sandbox.command_text("ls").output().unwrap_err(),
+        Error::BinaryNotExecutable { .. }
+    ));
 }

@@ -2,6 +2,7 @@ use super::*;
 use crate::policy::approvals::SettingsEdit;
 use crate::policy::decision::{Layer, ReasonKind};
 use crate::policy::domain::canonical_host;
+use std::path::Path;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 fn ask_verdict() -> Verdict {
@@ -164,4 +165,86 @@ fn edits_append_once_remove_and_respect_claude_s_sandbox_block() {
         edit::apply_to_text("{ nope", &append("network.allowedDomains", "a")),
         Err(edit::TextError::Unparsable(_))
     ));
+}
+
+fn scripted(answers: Vec<Answer>) -> Arc<Scripted> {
+    Arc::new(Scripted {
+        answers: Mutex::new(answers),
+        seen: Mutex::new(vec![]),
+    })
+}
+
+fn user_deny_read() -> Verdict {
+    let mut v = Verdict::ask(ReasonKind::DenyRead, "reading /home/u/secrets/a is denied");
+    v.rule = Some(crate::policy::decision::RuleRef {
+        list: "filesystem.denyRead".to_string().into(),
+        entry: "~/secrets".into(),
+        provenance: crate::policy::decision::Provenance::new(Layer::User, 0, "/u.json"),
+    });
+    v
+}
+
+#[tokio::test]
+async fn a_path_question_offers_what_fits_the_rule_and_shares_the_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::SessionStore::open_in(&dir.path().join("s"), "sess").unwrap();
+    let s = scripted(vec![Answer::AllowOnce]);
+    let session = Arc::new(SessionApprovals::default());
+    let a = Approvals::new(s.clone(), session.clone(), None).with_store(store.clone());
+    let secret = Path::new("/home/u/secrets/a");
+    let o = a.path(Access::Read, secret, true, &user_deny_read()).await;
+    assert!(o.allowed, "{o:?}");
+    assert_eq!(o.scope.as_deref(), Some(secret));
+    let req = s.seen.lock().unwrap()[0].clone();
+    assert_eq!(req.kind, RequestKind::FilesystemRead);
+    assert_eq!(
+        req.options,
+        [Answer::AllowOnce, Answer::RemoveFromDenyList, Answer::Deny]
+    );
+    assert!(req.provenance.is_some());
+    assert!(session.covers_path(Access::Read, secret));
+    assert!(store
+        .load()
+        .unwrap()
+        .paths
+        .contains(&(Access::Read, secret.to_path_buf())));
+    assert!(o.note.contains("shared with the session"), "{}", o.note);
+}
+
+#[tokio::test]
+async fn an_answer_not_offered_and_no_approver_both_deny() {
+    let s = scripted(vec![Answer::AllowAlways]);
+    let session = Arc::new(SessionApprovals::default());
+    let a = Approvals::new(s.clone(), session.clone(), None);
+    // allow-always is not offered for a deny-list hit (remove-from-deny-list is).
+    let secret = Path::new("/home/u/secrets/a");
+    let o = a.path(Access::Read, secret, true, &user_deny_read()).await;
+    assert!(!o.allowed);
+    assert!(!session.covers_path(Access::Read, secret));
+    let a = Approvals::new(Arc::new(NonInteractive), session.clone(), None);
+    let v = Verdict::ask(ReasonKind::OutsideWritable, "writing /data/x is outside");
+    let o = a.path(Access::Write, Path::new("/data/x"), false, &v).await;
+    assert!(!o.allowed);
+    assert!(o.note.contains("no approver"), "{}", o.note);
+}
+
+#[tokio::test]
+async fn allow_always_for_a_new_file_persists_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("settings.json");
+    let s = scripted(vec![Answer::AllowAlways]);
+    let session = Arc::new(SessionApprovals::default());
+    let a = Approvals::new(s.clone(), session.clone(), Some(user.clone()));
+    let v = Verdict::ask(
+        ReasonKind::OutsideWritable,
+        "writing /data/out/x is outside",
+    );
+    let o = a
+        .path(Access::Write, Path::new("/data/out/x"), false, &v)
+        .await;
+    assert!(o.allowed);
+    assert!(session.covers_path(Access::Write, Path::new("/data/out/y")));
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(text.contains("/data/out"), "{text}");
+    assert_eq!(s.seen.lock().unwrap()[0].target, "/data/out");
 }

@@ -9,11 +9,13 @@
 
 pub mod channel;
 pub mod edit;
+pub mod store;
 pub mod tty;
 
-use crate::policy::approvals::{persist_domain, SessionApprovals};
-use crate::policy::decision::Verdict;
+use crate::policy::approvals::{once_scope, persist_domain, persist_path, SessionApprovals};
+use crate::policy::decision::{ReasonKind, Verdict};
 use crate::policy::domain::Host;
+use crate::policy::path::Access;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -40,6 +42,9 @@ pub enum RequestKind {
 pub enum Answer {
     AllowOnce,
     AllowAlways,
+    /// For a hit on a non-managed `denyRead`/`denyWrite` entry: remove that entry from the
+    /// settings file that holds it (offered instead of allow-always).
+    RemoveFromDenyList,
     Deny,
 }
 
@@ -65,6 +70,11 @@ pub struct PermissionRequest {
 /// Asks a human (or an SDK acting for one).
 pub trait Approver: Send + Sync {
     fn ask(&self, request: PermissionRequest) -> Pin<Box<dyn Future<Output = Answer> + Send + '_>>;
+
+    /// Whether anyone is there to answer (false: every question is denied at once).
+    fn attended(&self) -> bool {
+        true
+    }
 }
 
 /// Nobody to ask: every question is denied at once.
@@ -73,6 +83,10 @@ pub struct NonInteractive;
 impl Approver for NonInteractive {
     fn ask(&self, _: PermissionRequest) -> Pin<Box<dyn Future<Output = Answer> + Send + '_>> {
         Box::pin(std::future::ready(Answer::Deny))
+    }
+
+    fn attended(&self) -> bool {
+        false
     }
 }
 
@@ -95,6 +109,19 @@ pub struct Approvals {
     /// One question per host at a time: later requests wait for the first answer.
     asking: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     timeout: Duration,
+    /// The session's approvals on disk, when the run belongs to a named session.
+    store: Option<store::SessionStore>,
+}
+
+/// The outcome of a filesystem question.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathOutcome {
+    pub answer: Answer,
+    pub allowed: bool,
+    /// What was approved (the path, or for a new file its directory).
+    pub scope: Option<PathBuf>,
+    /// A sentence: who decided, what it applies to, what was saved where.
+    pub note: String,
 }
 
 impl Approvals {
@@ -111,6 +138,143 @@ impl Approvals {
             denied: Mutex::new(HashSet::new()),
             asking: Mutex::new(HashMap::new()),
             timeout: NETWORK_TIMEOUT,
+            store: None,
+        }
+    }
+
+    /// Shares approvals with the other processes of a named session: what they approved is
+    /// honoured before anyone is asked, and what is approved here is recorded there.
+    pub fn with_store(mut self, store: store::SessionStore) -> Approvals {
+        self.store = Some(store);
+        self
+    }
+
+    /// Picks up what other processes of the session approved meanwhile.
+    fn refresh(&self) {
+        if let Some(store) = &self.store {
+            if let Ok(snapshot) = store.load() {
+                self.session.merge(&snapshot);
+            }
+        }
+    }
+
+    /// Records a session approval in the store; says what happened (for the note).
+    fn share(&self, change: impl FnOnce(&mut crate::policy::approvals::Snapshot)) -> String {
+        match &self.store {
+            None => String::new(),
+            Some(store) => match store.update(change) {
+                Ok(()) => format!("; shared with the session ({})", store.file().display()),
+                Err(e) => format!("; not shared with the session: {e}"),
+            },
+        }
+    }
+
+    /// Asks whether the sandbox may read or write `path`, which the policy left to approval
+    /// (`verdict`). `exists`: whether the path exists now (a new file's directory is what a
+    /// write approval covers). Allow once approves for the session; allow always also
+    /// persists the settings edit; remove-from-deny-list removes a non-managed deny entry.
+    pub async fn path(
+        &self,
+        access: Access,
+        path: &std::path::Path,
+        exists: bool,
+        verdict: &Verdict,
+    ) -> PathOutcome {
+        let kind = match access {
+            Access::Read => RequestKind::FilesystemRead,
+            Access::Write => RequestKind::FilesystemWrite,
+        };
+        let scope = once_scope(path, access, exists);
+        if !self.approver.attended() {
+            crate::metrics::count_unanswerable(kind);
+            return PathOutcome {
+                answer: Answer::Deny,
+                allowed: false,
+                scope: None,
+                note: format!(
+                    "{}: denied: no approver (non-interactive): {}",
+                    path.display(),
+                    verdict.reason
+                ),
+            };
+        }
+        let deny_hit = matches!(verdict.kind, ReasonKind::DenyRead | ReasonKind::DenyWrite);
+        let persist = persist_path(verdict, path, access);
+        let mut options = vec![Answer::AllowOnce];
+        match (&persist, deny_hit) {
+            (Ok(_), true) => options.push(Answer::RemoveFromDenyList),
+            (Ok(_), false) => options.push(Answer::AllowAlways),
+            (Err(_), _) => {}
+        }
+        options.push(Answer::Deny);
+        let mut reason = verdict.reason.clone();
+        if access == Access::Write {
+            // The view of a running sandbox is fixed when it starts (see docs/policy.md).
+            reason.push_str(
+                "; an approval applies to the next command of this session, not to one running now",
+            );
+        }
+        let request = PermissionRequest {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            kind,
+            target: scope.display().to_string(),
+            reason,
+            rule: verdict
+                .rule
+                .as_ref()
+                .map(|r| format!("{}: {:?}", r.list, &*r.entry)),
+            provenance: verdict.rule.as_ref().map(|r| r.provenance.to_string()),
+            options: options.clone(),
+            timeout_seconds: self.timeout.as_secs(),
+        };
+        let answer = tokio::time::timeout(self.timeout, self.approver.ask(request))
+            .await
+            .ok()
+            // An answer that was not offered (a confused or hostile client) is a denial.
+            .filter(|a| options.contains(a));
+        crate::metrics::count_approval(kind, answer);
+        let shown = scope.display().to_string();
+        let approve = |scope: &std::path::Path| {
+            self.session.approve_path(access, scope);
+            self.share(|s| {
+                s.paths.insert((access, scope.to_path_buf()));
+            })
+        };
+        match (answer, persist) {
+            (Some(Answer::AllowOnce), _) => {
+                let shared = approve(&scope);
+                PathOutcome {
+                    answer: Answer::AllowOnce,
+                    allowed: true,
+                    note: format!("{shown} approved by the user for this session{shared}"),
+                    scope: Some(scope),
+                }
+            }
+            (Some(a @ (Answer::AllowAlways | Answer::RemoveFromDenyList)), Ok(edit)) => {
+                let shared = approve(&scope);
+                let persisted = self.persist(&edit);
+                PathOutcome {
+                    answer: a,
+                    allowed: true,
+                    note: format!("{shown} approved by the user, always ({persisted}){shared}"),
+                    scope: Some(scope),
+                }
+            }
+            (None, _) => PathOutcome {
+                answer: Answer::Deny,
+                allowed: false,
+                note: format!(
+                    "{shown}: nobody answered within {} s (or the answer was not offered): denied",
+                    self.timeout.as_secs()
+                ),
+                scope: None,
+            },
+            _ => PathOutcome {
+                answer: Answer::Deny,
+                allowed: false,
+                note: format!("{shown} denied by the user"),
+                scope: None,
+            },
         }
     }
 
@@ -128,7 +292,9 @@ impl Approvals {
             asking.entry(key.clone()).or_default().clone()
         };
         let _turn = gate.lock().await;
-        // Answered while this request waited its turn?
+        // Answered while this request waited its turn (here, or by another process of the
+        // session)?
+        self.refresh();
         if self.session.covers_domain(host) {
             return Outcome {
                 allowed: true,
@@ -161,20 +327,26 @@ impl Approvals {
         match answer {
             Some(Answer::AllowOnce) => {
                 self.session.approve_domain(host);
+                let shared = self.share(|s| {
+                    s.domains.insert(key.clone());
+                });
                 Outcome {
                     allowed: true,
-                    note: format!("{key} approved by the user for this session"),
+                    note: format!("{key} approved by the user for this session{shared}"),
                 }
             }
             Some(Answer::AllowAlways) => {
                 self.session.approve_domain(host);
+                let shared = self.share(|s| {
+                    s.domains.insert(key.clone());
+                });
                 let persisted = self.persist(&persist_domain(host));
                 Outcome {
                     allowed: true,
-                    note: format!("{key} approved by the user, always ({persisted})"),
+                    note: format!("{key} approved by the user, always ({persisted}){shared}"),
                 }
             }
-            Some(Answer::Deny) => {
+            Some(Answer::Deny | Answer::RemoveFromDenyList) => {
                 self.deny(key.clone());
                 Outcome {
                     allowed: false,

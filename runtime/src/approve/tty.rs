@@ -120,6 +120,7 @@ fn shown(answer: Answer) -> &'static str {
     match answer {
         Answer::AllowOnce => "allowed once",
         Answer::AllowAlways => "allowed always",
+        Answer::RemoveFromDenyList => "removed from the deny list",
         Answer::Deny => "denied",
     }
 }
@@ -155,7 +156,11 @@ pub(crate) fn render(request: &PermissionRequest) -> String {
     for (option, label) in [
         (Answer::AllowOnce, "[o] allow once  "),
         (Answer::AllowAlways, "[a] allow always  "),
+        (Answer::RemoveFromDenyList, "[r] remove from deny list  "),
     ] {
+        if option == Answer::RemoveFromDenyList && !request.options.contains(&option) {
+            continue;
+        }
         if request.options.is_empty() || request.options.contains(&option) {
             options.push_str(label);
         }
@@ -172,6 +177,7 @@ pub(crate) fn key_answer(byte: u8) -> Option<Answer> {
     match byte.to_ascii_lowercase() {
         b'o' | b'y' => Some(Answer::AllowOnce),
         b'a' => Some(Answer::AllowAlways),
+        b'r' => Some(Answer::RemoveFromDenyList),
         b'd' | b'n' | b'\r' | b'\n' => Some(Answer::Deny),
         _ => None,
     }

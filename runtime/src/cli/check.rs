@@ -1,8 +1,9 @@
 //! `warden check`: one decision, printed with its reason and provenance.
 
 use super::PolicyArgs;
+use crate::approve::PathOutcome;
 use crate::hooks::gate_command;
-use crate::policy::decision::{ReasonKind, Verdict};
+use crate::policy::decision::{Decision, ReasonKind, Verdict};
 use crate::policy::domain::parse_target;
 use crate::policy::fsview::RealFs;
 use crate::policy::hook::HookOutcome;
@@ -32,14 +33,19 @@ pub struct CheckArgs {
     /// With --command: the agent asks to run it outside the sandbox (dangerouslyDisableSandbox).
     #[arg(long, requires = "command")]
     pub unsandboxed: bool,
-    /// With --command: the agent session's id, passed to the beforeCommand hook.
-    #[arg(
-        long,
-        value_name = "ID",
-        env = "WARDEN_SESSION",
-        default_value = "default"
-    )]
-    pub session: String,
+    /// The agent session: its approvals (given at a prompt of one of its sandboxes or by
+    /// `--ask`) apply to this decision, and an approval given here applies to its later
+    /// sandboxes. Also the beforeCommand hook's `session`.
+    #[arg(long, value_name = "ID", env = "WARDEN_SESSION")]
+    pub session: Option<String>,
+    /// What the policy leaves to approval is asked now, through the approval pipeline: on the
+    /// terminal, on `--approvals unix:PATH`, or denied at once (`--non-interactive`, no
+    /// terminal). Exit 0 when allowed, 1 when denied. Refused inside a sandbox.
+    #[arg(long)]
+    pub ask: bool,
+    /// With --ask: ask on this control channel (docs/protocol.md) instead of the terminal.
+    #[arg(long, value_name = "unix:PATH", requires = "ask", value_parser = parse_approvals)]
+    pub approvals: Option<PathBuf>,
     /// May an agent tool run, given the side effects it declares (--effects)?
     /// Denials are never approvable.
     #[arg(long, value_name = "NAME")]
@@ -58,8 +64,21 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
+fn parse_approvals(text: &str) -> Result<PathBuf, String> {
+    crate::approve::channel::parse_spec(text).map_err(|e| e.to_string())
+}
+
 pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     let policy = args.policy.load()?;
+    let store = match &args.session {
+        Some(id) => {
+            let store = crate::approve::store::SessionStore::open(id)?;
+            policy.approvals.merge(&store.load()?);
+            Some(store)
+        }
+        None => None,
+    };
+    let session = args.session.as_deref().unwrap_or("default");
     let mut hook_line = None;
     let (target, verdict, extra) = if let Some(p) = &args.read {
         let v = policy.check_path(&RealFs, p, Access::Read);
@@ -75,7 +94,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
         (d.clone(), v, json!({"access": "network"}))
     } else if let Some(line) = &args.command {
         let cwd = policy.context.cwd.clone();
-        let gate = gate_command(&policy, line, &cwd, !args.unsandboxed, &args.session);
+        let gate = gate_command(&policy, line, &cwd, !args.unsandboxed, session);
         let mut extra = json!({
             "access": "command",
             "placement": gate.placement,
@@ -106,11 +125,29 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     } else {
         anyhow::bail!("nothing to check");
     };
+    let (verdict, approval) = if args.ask && verdict.decision == Decision::RequiresApproval {
+        let outcome = ask(args, &policy, store, &target, &verdict)?;
+        let mut v = verdict.clone();
+        v.decision = if outcome.allowed {
+            Decision::Allow
+        } else {
+            Decision::Deny
+        };
+        (v, Some(outcome))
+    } else {
+        (verdict, None)
+    };
     if args.json {
         let mut out = serde_json::to_value(&verdict)?;
         if let (Some(obj), Some(extra)) = (out.as_object_mut(), extra.as_object()) {
             obj.insert("target".into(), json!(target));
             obj.extend(extra.clone());
+            if let Some(a) = &approval {
+                obj.insert(
+                    "approval".into(),
+                    json!({"answer": a.answer, "note": a.note, "scope": a.scope}),
+                );
+            }
         }
         println!("{out}");
     } else {
@@ -127,6 +164,97 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
         if let Some(line) = hook_line {
             println!("{line}");
         }
+        if let Some(a) = &approval {
+            println!("  approval: {}", a.note);
+        }
     }
     Ok(verdict.decision.exit_code())
+}
+
+/// `--ask`: the question goes through the approval pipeline (`crate::approve`).
+fn ask(
+    args: &CheckArgs,
+    policy: &crate::policy::merge::Policy,
+    store: Option<crate::approve::store::SessionStore>,
+    target: &str,
+    verdict: &Verdict,
+) -> anyhow::Result<PathOutcome> {
+    use crate::approve::{Answer, Approvals, Approver, NonInteractive, PermissionRequest};
+    use std::sync::Arc;
+    if std::env::var_os("IS_SANDBOX").is_some_and(|v| v == "1") {
+        anyhow::bail!(
+            "--ask: approvals cannot be given from inside a sandbox; ask the warden that runs it"
+        );
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let approver: Arc<dyn Approver> = match &args.approvals {
+            Some(path) => crate::approve::channel::ChannelApprover::bind(path)?,
+            None if args.policy.non_interactive => Arc::new(NonInteractive),
+            None => match crate::approve::tty::TtyApprover::open() {
+                Some(tty) => tty,
+                None => Arc::new(NonInteractive),
+            },
+        };
+        let user_settings = crate::net::service::user_settings_file();
+        let mut approvals =
+            Approvals::new(approver.clone(), policy.approvals.clone(), user_settings);
+        if let Some(store) = store {
+            approvals = approvals.with_store(store);
+        }
+        if let Some(p) = args.read.as_ref().or(args.write.as_ref()) {
+            let access = if args.read.is_some() {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            let real = crate::policy::fsview::resolve(&RealFs, &policy.context.cwd, p)
+                .unwrap_or_else(|_| p.clone());
+            let exists = real.symlink_metadata().is_ok();
+            return Ok(approvals.path(access, &real, exists, verdict).await);
+        }
+        if let Some(d) = &args.domain {
+            let (host, port) = parse_target(d)?;
+            let o = approvals.network(&host, port.unwrap_or(443), verdict).await;
+            return Ok(PathOutcome {
+                answer: if o.allowed {
+                    Answer::AllowOnce
+                } else {
+                    Answer::Deny
+                },
+                allowed: o.allowed,
+                scope: None,
+                note: o.note,
+            });
+        }
+        // A command line (run unsandboxed, or what the hook left to a human): once or not.
+        let answer = approver
+            .ask(PermissionRequest {
+                id: 1,
+                kind: crate::approve::RequestKind::Command,
+                target: target.to_string(),
+                reason: verdict.reason.clone(),
+                rule: verdict
+                    .rule
+                    .as_ref()
+                    .map(|r| format!("{}: \"{}\"", r.list, r.entry)),
+                provenance: verdict.rule.as_ref().map(|r| r.provenance.to_string()),
+                options: vec![Answer::AllowOnce, Answer::Deny],
+                timeout_seconds: crate::approve::NETWORK_TIMEOUT.as_secs(),
+            })
+            .await;
+        let allowed = answer == Answer::AllowOnce;
+        Ok(PathOutcome {
+            answer: if allowed { answer } else { Answer::Deny },
+            allowed,
+            scope: None,
+            note: if allowed {
+                "approved by the user, once".to_string()
+            } else {
+                "denied".to_string()
+            },
+        })
+    })
 }

@@ -75,6 +75,12 @@ pub struct RunArgs {
     /// approval, and never as root outside a sandbox.
     #[arg(long, requires = "command_text")]
     pub unsandboxed: bool,
+    /// The agent session this run belongs to: approvals given in the session (at a prompt,
+    /// or with `warden check --ask --session ID`) apply to this run, and what is approved
+    /// here is shared with the session's later runs. Also the `beforeCommand` hook's
+    /// `session`.
+    #[arg(long, value_name = "ID", env = "WARDEN_SESSION")]
+    pub session: Option<String>,
     /// The command and its arguments.
     #[arg(
         trailing_var_arg = true,
@@ -117,6 +123,29 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     layers.extend(args.flags_layer());
     context.tmpdir = Some(workspace.tmpdir());
     let policy = Policy::build(&layers, context, &RealFs)?;
+    // `--session`: what the session approved so far shapes this sandbox (its view and its
+    // network), and what is approved during the run is recorded for the next one.
+    let session = match &args.session {
+        Some(id) => {
+            let store = crate::approve::store::SessionStore::open(id)?;
+            let dir = store.file().parent().unwrap_or(std::path::Path::new("/"));
+            if policy
+                .check_path(&RealFs, dir, crate::policy::path::Access::Write)
+                .decision
+                == crate::policy::decision::Decision::Allow
+            {
+                anyhow::bail!(
+                    "the session store {} would be writable inside the sandbox (a command \
+                     could approve things for itself); set WARDEN_SESSION_DIR outside every \
+                     writable root",
+                    dir.display()
+                );
+            }
+            policy.approvals.merge(&store.load()?);
+            Some(store)
+        }
+        None => None,
+    };
     // `--command-text`: the line is gated first; nothing is set up for a refused one.
     let argv = match &args.command_text {
         None => args.command.clone(),
@@ -194,8 +223,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         metrics: exporter.as_ref().map(|e| e.metrics()),
         terminal: args.pty || whole,
         live: Some(live.clone()),
+        session,
     };
-    let rebuild = rebuilder(args, workspace.tmpdir());
+    let rebuild = rebuilder(args, workspace.tmpdir(), policy.approvals.clone());
     let sandbox = match backend.spawn(workspace, &policy, &command) {
         Ok(s) => s,
         Err(e) => {
@@ -307,14 +337,21 @@ fn audit_loaded() -> bool {
 }
 
 /// Rebuilds the policy the way this run built it, from the files as they are now.
-fn rebuilder(args: &RunArgs, tmpdir: std::path::PathBuf) -> crate::reload::Rebuild {
+fn rebuilder(
+    args: &RunArgs,
+    tmpdir: std::path::PathBuf,
+    approvals: std::sync::Arc<crate::policy::approvals::SessionApprovals>,
+) -> crate::reload::Rebuild {
     let policy_args = args.policy.clone();
     let flags = args.flags_layer();
     Box::new(move || {
         let (mut layers, mut context) = policy_args.layers().map_err(|e| format!("{e:#}"))?;
         layers.extend(flags.clone());
         context.tmpdir = Some(tmpdir.clone());
-        Policy::build(&layers, context, &RealFs).map_err(|e| e.to_string())
+        let mut policy = Policy::build(&layers, context, &RealFs).map_err(|e| e.to_string())?;
+        // The session's approvals survive a settings edit.
+        policy.approvals = approvals.clone();
+        Ok(policy)
     })
 }
 
@@ -345,13 +382,12 @@ fn gate(policy: &Policy, args: &RunArgs, line: &str) -> anyhow::Result<Gate> {
     use crate::approve::{Answer, PermissionRequest, RequestKind};
     use crate::policy::command::Placement;
     use crate::policy::decision::Decision;
-    let session = std::env::var("WARDEN_SESSION").unwrap_or_else(|_| "default".to_string());
     let g = crate::hooks::gate_command(
         policy,
         line,
         &policy.context.cwd,
         !args.unsandboxed,
-        &session,
+        args.session.as_deref().unwrap_or("default"),
     );
     let v = &g.verdict;
     let rule = v

@@ -228,6 +228,7 @@ impl Backend for LinuxBackend {
                                 crate::audit::proxy_sink(),
                                 publish,
                                 approver,
+                                command.session.clone(),
                             )
                             .map_err(|e| BackendError::Network(e.to_string()))?,
                         )
@@ -309,13 +310,16 @@ fn limits(policy: &Policy) -> Limits {
 }
 
 /// Listeners for the proxy when the policy can allow any destination — some `allowedDomains`
-/// entry, or an external proxy (`httpProxyPort`/`socksProxyPort`) that decides — and not
+/// entry, a host the session approved, or an external proxy (`httpProxyPort`/`socksProxyPort`)
+/// that decides — and not
 /// everything denied (`--no-network` denies `*`); and pid 1's connector for `--publish`.
 fn network_plan(policy: &Policy, publish: bool, approver: bool) -> Option<super::net::NetworkPlan> {
     let e = &policy.effective;
     let allowed = !e.strings("network.allowedDomains").is_empty()
         || e.u64("network.httpProxyPort").is_some()
-        || e.u64("network.socksProxyPort").is_some();
+        || e.u64("network.socksProxyPort").is_some()
+        // Hosts the session approved (`--session`).
+        || !policy.approvals.snapshot().domains.is_empty();
     let all_denied = e
         .strings("network.deniedDomains")
         .iter()

@@ -2,10 +2,11 @@
 //! walk of the writable roots through [`FsView`] to find protected files that already exist;
 //! unit-tested without root. The plan crosses into the sandbox's init as JSON over a pipe.
 
+use crate::policy::decision::ReasonKind;
 use crate::policy::fsview::{FileKind, FsView};
 use crate::policy::mandatory::{PROTECTED_DIRS, PROTECTED_FILES};
 use crate::policy::merge::Policy;
-use crate::policy::path::PathPattern;
+use crate::policy::path::{Access, PathPattern};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -175,6 +176,34 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
         }
     }
+    // Session approvals (`--session`): each approved path the policy now allows *because* of
+    // the approval (never a managed or mandatory denial, which no approval changes). A write
+    // approval outside every writable root becomes a writable root of its own; one inside a
+    // root lifts the denyWrite entries it covers, or is made writable again inside the entry
+    // that covers it; a read approval lifts the denyRead masks it covers or is exposed inside
+    // the mask that covers it.
+    let approved = |access: Access| -> Vec<PathBuf> {
+        if paths.read_only.is_some() || paths.disabled {
+            return Vec::new();
+        }
+        p.approvals
+            .paths(access)
+            .into_iter()
+            .filter(|a| p.check_path(fs, a, access).kind == ReasonKind::SessionApproval)
+            .filter_map(|a| crate::policy::fsview::resolve(fs, Path::new("/"), &a).ok())
+            .filter(|a| fs.kind(a).is_some())
+            .collect()
+    };
+    let approved_write = approved(Access::Write);
+    let approved_read = approved(Access::Read);
+    let mut rewritable = Vec::new();
+    for a in &approved_write {
+        if writable.iter().any(|w| a.starts_with(w)) {
+            rewritable.push(a.clone());
+        } else {
+            writable.push(a.clone());
+        }
+    }
     writable.sort();
     writable.dedup();
     for w in &writable {
@@ -192,11 +221,15 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
 
     // Read-only again inside the writable roots: denyWrite and existing protected paths.
     let mut read_only: BTreeSet<PathBuf> = BTreeSet::new();
+    let lifted = |p: &Path| approved_write.iter().any(|a| p.starts_with(a));
     for rule in &paths.deny_write {
         match &rule.pattern {
             PathPattern::Literal { lexical, resolved } => {
                 for p in [Some(lexical), resolved.as_ref()].into_iter().flatten() {
-                    if fs.kind(p).is_some() && writable.iter().any(|w| p.starts_with(w)) {
+                    if fs.kind(p).is_some()
+                        && writable.iter().any(|w| p.starts_with(w))
+                        && !lifted(p)
+                    {
                         read_only.insert(p.clone());
                     }
                 }
@@ -205,7 +238,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             // the policy (`warden check`), not by the view (docs/isolation.md).
             PathPattern::Glob(m) => {
                 for path in expand_glob(fs, m, "filesystem.denyWrite", &rule.text)? {
-                    if writable.iter().any(|w| path.starts_with(w)) {
+                    if writable.iter().any(|w| path.starts_with(w)) && !lifted(&path) {
                         read_only.insert(path);
                     }
                 }
@@ -267,13 +300,40 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
         }
     }
+    // A write approval inside a read-only denyWrite entry: writable again, with the
+    // protected entries below it read-only again on top.
+    let rewritable: Vec<PathBuf> = rewritable
+        .into_iter()
+        .filter(|a| read_only.iter().any(|r| a.starts_with(r) && a != r))
+        .collect();
+    let mut reprotected = BTreeSet::new();
+    for a in &rewritable {
+        find_protected(
+            fs,
+            a,
+            depth,
+            paths.mandatory.allow_git_config,
+            &mut reprotected,
+        );
+    }
     mounts.extend(read_only.into_iter().map(|path| MountOp::ReadOnly { path }));
+    for a in &rewritable {
+        mounts.push(MountOp::Writable { path: a.clone() });
+    }
+    mounts.extend(
+        reprotected
+            .into_iter()
+            .map(|path| MountOp::ReadOnly { path }),
+    );
 
     // denyRead: directories behind empty tmpfs, files behind /dev/null; then allowRead.
     for rule in &paths.deny_read {
         match &rule.pattern {
             PathPattern::Literal { lexical, resolved } => {
                 let real = resolved.as_ref().unwrap_or(lexical);
+                if approved_read.iter().any(|a| real.starts_with(a)) {
+                    continue;
+                }
                 match fs.kind(real) {
                     Some(crate::policy::fsview::FileKind::Dir) => {
                         mounts.push(MountOp::MaskDir { path: real.clone() })
@@ -284,6 +344,9 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
             PathPattern::Glob(m) => {
                 for path in expand_glob(fs, m, "filesystem.denyRead", &rule.text)? {
+                    if approved_read.iter().any(|a| path.starts_with(a)) {
+                        continue;
+                    }
                     match fs.kind(&path) {
                         Some(FileKind::Dir) => mounts.push(MountOp::MaskDir { path }),
                         // A symlink's target is masked where it is (if it matches itself).
@@ -306,6 +369,18 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     });
                 }
             }
+        }
+    }
+
+    for a in &approved_read {
+        let masked = mounts.iter().any(
+            |m| matches!(m, MountOp::MaskDir { path } | MountOp::MaskFile { path } if a.starts_with(path) && a != path),
+        );
+        if masked {
+            mounts.push(MountOp::Expose {
+                path: a.clone(),
+                dir: fs.kind(a) == Some(FileKind::Dir),
+            });
         }
     }
 

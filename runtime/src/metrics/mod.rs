@@ -893,6 +893,7 @@ pub fn approval_decision(answer: Option<crate::approve::Answer>) -> &'static str
     match answer {
         Some(Answer::AllowOnce) => "allow-once",
         Some(Answer::AllowAlways) => "allow-always",
+        Some(Answer::RemoveFromDenyList) => "remove-from-deny-list",
         Some(Answer::Deny) => "deny",
         None => "timeout",
     }

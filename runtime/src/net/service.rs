@@ -83,6 +83,7 @@ pub fn start(
     extra_sink: Option<Arc<dyn EventSink>>,
     publish: Option<Publish>,
     approver: Option<ApproverSpec>,
+    session: Option<crate::approve::store::SessionStore>,
 ) -> Result<Service, ServiceError> {
     // Read once at start: the parent proxy, external ports and the address guard; the
     // domain decisions read the live policy per request.
@@ -151,25 +152,25 @@ pub fn start(
                         None => None,
                     };
                     // Built on the runtime: the channel's accept loop runs on it.
-                    let approvals = match approver {
-                        Some(ApproverSpec::Channel(path)) => {
-                            let channel = crate::approve::channel::ChannelApprover::bind(&path)
-                                .map_err(|e| ServiceError::Config(e.to_string()))?;
-                            Some(Arc::new(crate::approve::Approvals::new(
-                                channel,
-                                policy.approvals.clone(),
-                                user_settings,
-                            )))
-                        }
-                        Some(ApproverSpec::Tty(tty)) => {
-                            Some(Arc::new(crate::approve::Approvals::new(
-                                tty,
-                                policy.approvals.clone(),
-                                user_settings,
-                            )))
-                        }
+                    let approver: Option<Arc<dyn crate::approve::Approver>> = match approver {
+                        Some(ApproverSpec::Channel(path)) => Some(
+                            crate::approve::channel::ChannelApprover::bind(&path)
+                                .map_err(|e| ServiceError::Config(e.to_string()))?,
+                        ),
+                        Some(ApproverSpec::Tty(tty)) => Some(tty),
                         None => None,
                     };
+                    let approvals = approver.map(|a| {
+                        let approvals = crate::approve::Approvals::new(
+                            a,
+                            policy.approvals.clone(),
+                            user_settings,
+                        );
+                        Arc::new(match session {
+                            Some(store) => approvals.with_store(store),
+                            None => approvals,
+                        })
+                    });
                     let dns = super::dns::DnsHandler::new(
                         dns_decider(live.clone()),
                         resolver.clone(),
@@ -319,7 +320,7 @@ pub fn blocked_summary(events: &[NetEvent]) -> Vec<String> {
 }
 
 /// The user settings file allow-always writes to.
-fn user_settings_file() -> Option<std::path::PathBuf> {
+pub fn user_settings_file() -> Option<std::path::PathBuf> {
     let home = std::env::home_dir()?;
     let cwd = std::env::current_dir().ok()?;
     let env = |k: &str| std::env::var(k).ok();

@@ -10,8 +10,8 @@
 use super::decision::{Layer, ReasonKind, Verdict};
 use super::domain::{persist_pattern, Host};
 use super::path::Access;
-use serde::Serialize;
-use std::collections::HashSet;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
@@ -53,6 +53,69 @@ impl SessionApprovals {
             .read()
             .map(|s| !s.is_empty() && s.contains(&host.to_string()))
             .unwrap_or(false)
+    }
+
+    /// Everything approved so far, in a stable order (what the session store keeps).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            paths: self
+                .paths
+                .read()
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default(),
+            domains: self
+                .domains
+                .read()
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Adds what `snapshot` approves (approvals are only ever added within a session).
+    pub fn merge(&self, snapshot: &Snapshot) {
+        if let Ok(mut set) = self.paths.write() {
+            set.extend(snapshot.paths.iter().cloned());
+        }
+        if let Ok(mut set) = self.domains.write() {
+            set.extend(snapshot.domains.iter().cloned());
+        }
+    }
+
+    /// The approved paths for `access`.
+    pub fn paths(&self, access: Access) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self
+            .paths
+            .read()
+            .map(|s| {
+                s.iter()
+                    .filter(|(a, _)| *a == access)
+                    .map(|(_, p)| p.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+}
+
+/// A session's approvals as stored on disk (`approve::store`), shared by the prompt,
+/// `warden check` and the sandboxes of that session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    #[serde(default)]
+    pub paths: BTreeSet<(Access, PathBuf)>,
+    #[serde(default)]
+    pub domains: BTreeSet<String>,
+}
+
+/// What "allow once" approves for a path the policy left to approval: the path itself (and
+/// everything below it) when it exists; for a write to a path that does not exist yet, its
+/// parent directory, where it is to be created (the scope "allow always" persists too).
+pub fn once_scope(path: &Path, access: Access, exists: bool) -> PathBuf {
+    match (access, exists) {
+        (Access::Write, false) => path.parent().unwrap_or(path).to_path_buf(),
+        _ => path.to_path_buf(),
     }
 }
 

@@ -110,3 +110,33 @@ fn session_sets_cover_descendants_and_are_per_access() {
     s.approve_domain(&h);
     assert!(s.covers_domain(&canonical_host("example.com").unwrap()));
 }
+
+#[test]
+fn a_snapshot_round_trips_and_merges_into_another_session_object() {
+    let a = SessionApprovals::default();
+    a.approve_path(Access::Write, Path::new("/data/out"));
+    a.approve_path(Access::Read, Path::new("/home/u/.aws/config"));
+    a.approve_domain(&canonical_host("Example.COM").unwrap());
+    let json = serde_json::to_string(&a.snapshot()).unwrap();
+    let back: Snapshot = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, a.snapshot());
+    let b = SessionApprovals::default();
+    b.merge(&back);
+    assert!(b.covers_path(Access::Write, Path::new("/data/out/x/y")));
+    assert!(!b.covers_path(Access::Read, Path::new("/data/out")));
+    assert!(b.covers_domain(&canonical_host("example.com").unwrap()));
+    assert_eq!(
+        b.paths(Access::Read),
+        [PathBuf::from("/home/u/.aws/config")]
+    );
+    // Unknown fields are refused: a store written by something else is not trusted.
+    assert!(serde_json::from_str::<Snapshot>(r#"{"paths":[],"all":true}"#).is_err());
+}
+
+#[test]
+fn allow_once_approves_the_path_or_for_a_new_file_its_directory() {
+    let p = Path::new("/data/out/report.csv");
+    assert_eq!(once_scope(p, Access::Write, true), p);
+    assert_eq!(once_scope(p, Access::Write, false), Path::new("/data/out"));
+    assert_eq!(once_scope(p, Access::Read, false), p);
+}

@@ -434,9 +434,16 @@ impl Policy {
         let v = self
             .domains
             .decide_host(host, port, self.context.approver_attached);
-        if v.decision == super::decision::Decision::RequiresApproval
-            && self.approvals.covers_domain(host)
-        {
+        // What would be asked if someone were attached is allowed when the session approved
+        // it already (also for a run with nobody to ask: the session's next sandbox).
+        let approvable = |v: &super::decision::Verdict| {
+            v.decision == super::decision::Decision::RequiresApproval
+                || (v.decision == super::decision::Decision::Deny
+                    && !self.context.approver_attached
+                    && self.domains.decide_host(host, port, true).decision
+                        == super::decision::Decision::RequiresApproval)
+        };
+        if self.approvals.covers_domain(host) && approvable(&v) {
             return super::decision::Verdict::allow(
                 super::decision::ReasonKind::SessionApproval,
                 format!("{host} was approved for this session"),

@@ -295,3 +295,40 @@ mod props {
         }
     }
 }
+
+#[test]
+fn a_session_approved_host_is_allowed_with_or_without_an_approver_but_never_past_a_deny() {
+    let fs = crate::policy::fsview::MemFs::new();
+    for attached in [true, false] {
+        let mut c = ctx();
+        c.approver_attached = attached;
+        let p = Policy::build(
+            &[lay(
+                Layer::User,
+                0,
+                "/u.json",
+                r#"{"network": {"deniedDomains": ["bad.example"]}}"#,
+            )],
+            c,
+            &fs,
+        )
+        .unwrap();
+        let ok = crate::policy::domain::canonical_host("ok.example").unwrap();
+        let bad = crate::policy::domain::canonical_host("bad.example").unwrap();
+        let other = crate::policy::domain::canonical_host("other.example").unwrap();
+        p.approvals.approve_domain(&ok);
+        p.approvals.approve_domain(&bad);
+        assert_eq!(
+            p.check_domain(&ok, Some(443)).decision,
+            crate::policy::decision::Decision::Allow
+        );
+        assert_eq!(
+            p.check_domain(&bad, Some(443)).decision,
+            crate::policy::decision::Decision::Deny
+        );
+        assert_ne!(
+            p.check_domain(&other, Some(443)).decision,
+            crate::policy::decision::Decision::Allow
+        );
+    }
+}

@@ -18,11 +18,11 @@ use super::decision::{Provenance, ReasonKind, Rule, RuleRef, Verdict};
 use super::fsview::{has_dotdot, is_under, lexical, lexical_cow, resolve, FsView};
 use super::mandatory::Mandatory;
 use globset::{GlobBuilder, GlobMatcher};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
     Read,

@@ -1,0 +1,313 @@
+//! Filesystem and session approvals through the one approval pipeline, against the real
+//! binary: `warden check --ask` asks (control channel, non-interactive), what is approved for a
+//! session shapes that session's next sandboxes (seen from the host: a file written, a secret
+//! read) and nothing else, allow-always / remove-from-deny-list edit the user's settings file,
+//! and nothing can be approved from inside a sandbox.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use warden_tests::{answer_requests, Output, TestEnv};
+
+fn run(env: &TestEnv, args: &[&str]) -> Output {
+    let out = env
+        .command()
+        .args(args)
+        .env("TMPDIR", env.root())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running warden {args:?}: {e}"));
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `warden check ARGS --ask --approvals unix:SOCK`, answered by a test client with `answers`;
+/// returns the output and the requests the client saw.
+fn check_asked(env: &TestEnv, args: &[&str], answers: Vec<&'static str>) -> (Output, Vec<Value>) {
+    let sock = env.root().join("approvals.sock");
+    let client = answer_requests(sock.clone(), answers);
+    let approvals = format!("unix:{}", sock.display());
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    all.extend(["--ask", "--approvals", approvals.as_str()]);
+    let out = run(env, &all);
+    let seen = client.join().unwrap();
+    assert!(!sock.exists(), "the approvals socket was left behind");
+    (out, seen)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn session_file(env: &TestEnv, id: &str) -> PathBuf {
+    env.root().join("sessions").join(format!("{id}.json"))
+}
+
+#[test]
+fn a_write_approved_once_for_a_session_is_writable_in_its_next_sandboxes_only() {
+    let env = TestEnv::new();
+    let data = env.root().join("outside/data");
+    std::fs::create_dir_all(&data).unwrap();
+    let target = data.join("new.txt");
+    let script = format!("echo hi > {}", s(&target));
+
+    // Before: refused, in the session or not.
+    let before = run(&env, &["run", "--session", "s1", "--", "sh", "-c", &script]);
+    assert_ne!(before.code, 0, "{before:?}");
+    assert!(!target.exists());
+
+    let (out, seen) = check_asked(
+        &env,
+        &["--write", s(&target), "--session", "s1"],
+        vec!["allow-once"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("approval:"), "{out:?}");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let req = &seen[0];
+    assert_eq!(req["kind"], "filesystem-write");
+    // A new file: its directory is what gets approved, and the prompt says so.
+    assert_eq!(req["target"], s(&data));
+    assert_eq!(
+        req["options"],
+        serde_json::json!(["allow-once", "allow-always", "deny"])
+    );
+    assert!(
+        req["reason"].as_str().unwrap().contains("next command"),
+        "{req}"
+    );
+    assert!(session_file(&env, "s1").is_file());
+
+    // `warden check` in the session sees the approval; outside the session nothing changed.
+    let again = run(&env, &["check", "--write", s(&target), "--session", "s1"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(
+        again.stdout.contains("approved for this session"),
+        "{again:?}"
+    );
+    let other = run(&env, &["check", "--write", s(&target)]);
+    assert_eq!(other.code, 2, "{other:?}");
+
+    // The session's next sandbox writes there; a sandbox outside the session cannot.
+    let ok = run(&env, &["run", "--session", "s1", "--", "sh", "-c", &script]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "hi\n");
+    let stranger = data.join("stranger.txt");
+    let no = run(
+        &env,
+        &[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo x > {}", s(&stranger)),
+        ],
+    );
+    assert_ne!(no.code, 0, "{no:?}");
+    assert!(!stranger.exists());
+    // The approved directory is a writable root like any other: mandatory protections hold.
+    let planted = run(
+        &env,
+        &[
+            "run",
+            "--session",
+            "s1",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "mkdir -p {0}/.claude; echo x > {0}/.claude/settings.json",
+                s(&data)
+            ),
+        ],
+    );
+    assert!(!data.join(".claude/settings.json").exists(), "{planted:?}");
+}
+
+#[test]
+fn denied_and_unattended_questions_approve_nothing() {
+    let env = TestEnv::new();
+    let target = env.root().join("outside/x.txt");
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    let (out, seen) = check_asked(
+        &env,
+        &["--write", s(&target), "--session", "s2"],
+        vec!["deny"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(seen.len(), 1);
+    assert!(!session_file(&env, "s2").exists(), "a denial was recorded");
+
+    // An answer that was not offered (remove-from-deny-list for a write outside the roots) is
+    // a denial.
+    let (out, _) = check_asked(
+        &env,
+        &["--write", s(&target), "--session", "s2"],
+        vec!["remove-from-deny-list"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(!session_file(&env, "s2").exists());
+
+    // Nobody to ask: denied at once, saying why.
+    let started = std::time::Instant::now();
+    let out = run(
+        &env,
+        &[
+            "check",
+            "--write",
+            s(&target),
+            "--ask",
+            "--non-interactive",
+            "--session",
+            "s2",
+        ],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.contains("no approver"), "{out:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    // Domains go the same way: approved for the session, seen by check in that session.
+    let (out, seen) = check_asked(
+        &env,
+        &["--domain", "approved.example", "--session", "s2"],
+        vec!["allow-once"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(seen[0]["kind"], "network");
+    let same = run(
+        &env,
+        &["check", "--domain", "approved.example", "--session", "s2"],
+    );
+    assert_eq!(same.code, 0, "{same:?}");
+    let other = run(
+        &env,
+        &["check", "--domain", "approved.example", "--session", "s3"],
+    );
+    assert_eq!(other.code, 2, "{other:?}");
+}
+
+#[test]
+fn read_approvals_unmask_only_their_path_and_remove_from_deny_list_edits_the_users_file() {
+    let env = TestEnv::new();
+    let secrets = env.home().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("a.key"), "AAA").unwrap();
+    std::fs::write(secrets.join("b.key"), "BBB").unwrap();
+    let user = env.write_settings(
+        "home/.config/warden/settings.json",
+        "{\n  // mine\n  \"filesystem\": { \"denyRead\": [\"~/secrets\"] }\n}\n",
+    );
+    env.write_settings(
+        "managed-settings.json",
+        r#"{ "filesystem": { "denyRead": ["~/corp"] } }"#,
+    );
+    let a = secrets.join("a.key");
+    let b = secrets.join("b.key");
+    let cat = format!("cat {}; echo; cat {}", s(&a), s(&b));
+
+    let (out, seen) = check_asked(
+        &env,
+        &["--read", s(&a), "--session", "r1"],
+        vec!["allow-once"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    // A user-layer deny entry: "remove from deny list" is offered instead of allow-always.
+    assert_eq!(
+        seen[0]["options"],
+        serde_json::json!(["allow-once", "remove-from-deny-list", "deny"])
+    );
+    assert!(seen[0]["rule"].as_str().unwrap().contains("denyRead"));
+    let shown = run(&env, &["run", "--session", "r1", "--", "sh", "-c", &cat]);
+    assert!(shown.stdout.contains("AAA"), "{shown:?}");
+    assert!(
+        !shown.stdout.contains("BBB"),
+        "the approval unmasked more: {shown:?}"
+    );
+    let outside = run(&env, &["run", "--", "sh", "-c", &cat]);
+    assert!(!outside.stdout.contains("AAA"), "{outside:?}");
+
+    let (out, _) = check_asked(&env, &["--read", s(&b)], vec!["remove-from-deny-list"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(!text.contains("~/secrets"), "{text}");
+    assert!(text.contains("// mine"), "the comment was lost: {text}");
+    let after = run(&env, &["run", "--", "sh", "-c", &cat]);
+    assert!(after.stdout.contains("BBB"), "{after:?}");
+
+    // A managed entry is never asked about: denied at once, naming the organization.
+    let corp = env.home().join("corp/x");
+    let out = run(
+        &env,
+        &["check", "--read", s(&corp), "--ask", "--non-interactive"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.contains("organization policy"), "{out:?}");
+}
+
+#[test]
+fn nothing_is_approved_from_inside_a_sandbox() {
+    let env = TestEnv::new();
+    let bin = warden_tests::warden_bin();
+    let target = env.root().join("outside/y.txt");
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    // Seed the store so it exists, then try to forge an approval from inside.
+    let (out, _) = check_asked(
+        &env,
+        &[
+            "--write",
+            s(&env.root().join("outside/z/q")),
+            "--session",
+            "in",
+        ],
+        vec!["deny"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    let store_dir = env.root().join("sessions");
+    let forged = format!(
+        "{bin} check --write {t} --ask --non-interactive; echo ask=$?; \
+         printf '%s' '{{\"paths\":[[\"write\",\"/\"]],\"domains\":[]}}' > {dir}/in.json; \
+         echo forge=$?",
+        bin = s(&bin),
+        t = s(&target),
+        dir = s(&store_dir),
+    );
+    let out = run(&env, &["run", "--session", "in", "--", "sh", "-c", &forged]);
+    assert!(out.stdout.contains("ask=125"), "{out:?}");
+    assert!(
+        out.stderr.contains("inside a sandbox"),
+        "no reason given: {out:?}"
+    );
+    assert!(!out.stdout.contains("forge=0"), "{out:?}");
+    assert!(!session_file(&env, "in").exists(), "the store was written");
+    // And the next sandbox of that session still cannot write there.
+    let next = run(
+        &env,
+        &[
+            "run",
+            "--session",
+            "in",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo x > {}", s(&target)),
+        ],
+    );
+    assert_ne!(next.code, 0);
+    assert!(!target.exists());
+    // A store the sandbox could write is refused outright.
+    let inside = env.project().join("store");
+    let out = env
+        .command()
+        .args(["run", "--session", "x", "--", "true"])
+        .env("WARDEN_SESSION_DIR", &inside)
+        .env("TMPDIR", env.root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("writable inside the sandbox"));
+}
