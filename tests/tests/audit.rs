@@ -95,14 +95,18 @@ fn every_refusal_class_yields_its_record() {
     std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
     let secret = env.root().join("secret.txt");
     std::fs::write(&secret, "top secret\n").unwrap();
+    let vault = env.root().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(vault.join("key"), "vault key\n").unwrap();
     let outside_target = PathBuf::from(format!("/etc/warden-audit-test-{}", std::process::id()));
     let violations = env.root().join("violations.jsonl");
     let script_py = env.root().join("connects.py");
     std::fs::write(&script_py, PYTHON_CONNECTS).unwrap();
     let script = format!(
-        "cat {secret}; echo x > {outside}; echo y > .git/hooks/pre-commit; /bin/true; \
-         python3 {py}; sleep 0.3; exit 3",
+        "cat {secret}; cat {vault}/key; echo x > {outside}; echo y > .git/hooks/pre-commit; \
+         /bin/true; python3 {py}; sleep 0.3; exit 3",
         secret = secret.display(),
+        vault = vault.display(),
         outside = outside_target.display(),
         py = script_py.display(),
     );
@@ -126,6 +130,8 @@ fn every_refusal_class_yields_its_record() {
             violations.to_str().unwrap(),
             "--deny-read",
             secret.to_str().unwrap(),
+            "--deny-read",
+            vault.to_str().unwrap(),
         ],
         &script,
     );
@@ -146,6 +152,15 @@ fn every_refusal_class_yields_its_record() {
     assert_eq!(r["violation"], true);
     assert_eq!(r["comm"], "cat");
     assert!(r["exe"].as_str().unwrap().ends_with("/cat"), "{r:#}");
+
+    // A file in a denyRead directory: the mask's root is mode 000, so the read is EACCES
+    // (an empty directory would answer ENOENT, and nothing would look refused).
+    let key = vault.join("key");
+    let r = one(&recs, "file-read", key.to_str().unwrap());
+    assert_eq!(r["errno"]["name"], "EACCES", "{r:#}");
+    assert_eq!(r["layer"], "mount", "{r:#}");
+    assert_eq!(r["comm"], "cat");
+    assert!(r["rule"].to_string().contains("denyRead"), "{r:#}");
 
     // A write outside the writable roots: EROFS from the read-only host mount.
     let r = one(&recs, "file-write", outside_target.to_str().unwrap());

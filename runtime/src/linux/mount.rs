@@ -291,8 +291,20 @@ pub fn apply(plan: &Plan) -> Result<(), MountError> {
             }
         }
     }
-    // Masks become read-only once their allowRead mount points exist.
+    // Masks become read-only once their allowRead mount points exist. Their root is mode 000
+    // — every access inside is EACCES, which the audit records as a denyRead refusal (an
+    // empty directory would answer ENOENT, which looks like nothing happened) — or 111 where
+    // an allowRead path inside must stay reachable (listing still refused).
     for m in masks {
+        let exposes = plan.mounts.iter().any(|op| {
+            matches!(op, MountOp::Expose { path, .. } if {
+                let dst = under(root, path);
+                dst.starts_with(&m) && dst != m
+            })
+        });
+        let mode = if exposes { 0o111 } else { 0o000 };
+        std::fs::set_permissions(&m, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .map_err(io("chmod", &m))?;
         mount(
             None::<&str>,
             &m,
