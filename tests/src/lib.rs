@@ -103,7 +103,7 @@ pub fn warden(root: &Path) -> Command {
 }
 
 /// Answers each `permission_request` on the approvals control channel at `sock` (waiting up
-/// to 30 s for it to appear) with the next of `answers` (`allow-once`, `deny`, …); returns
+/// to 60 s for it to appear; build warden with [`warden_bin`] before starting the clock) with the next of `answers` (`allow-once`, `deny`, …); returns
 /// the requests it saw.
 pub fn answer_requests(
     sock: PathBuf,
@@ -112,7 +112,7 @@ pub fn answer_requests(
     std::thread::spawn(move || {
         use std::io::{BufRead, BufReader, Write};
         use std::time::{Duration, Instant};
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let stream = loop {
             if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
                 break s;

@@ -29,6 +29,8 @@ fn run(env: &TestEnv, args: &[&str]) -> Output {
 /// returns the output and the requests the client saw.
 fn check_asked(env: &TestEnv, args: &[&str], answers: Vec<&'static str>) -> (Output, Vec<Value>) {
     let sock = env.root().join("approvals.sock");
+    // Built (on a fresh checkout: compiled) before the client's clock starts.
+    let _ = warden_tests::warden_bin();
     let client = answer_requests(sock.clone(), answers);
     let approvals = format!("unix:{}", sock.display());
     let mut all = vec!["check"];
@@ -310,4 +312,101 @@ fn nothing_is_approved_from_inside_a_sandbox() {
         .unwrap();
     assert_eq!(out.status.code(), Some(125), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("writable inside the sandbox"));
+}
+
+/// `warden check ARGS --ask` on a pseudo-terminal (python's pty.fork), pressing `key` once
+/// the prompt is shown; returns what the terminal showed and the exit code.
+fn check_on_a_terminal(env: &TestEnv, args: &[&str], key: &str) -> (String, i32) {
+    let mut argv = vec!["warden", "check"];
+    argv.extend_from_slice(args);
+    argv.push("--ask");
+    let driver = format!(
+        r#"
+import os, pty, time, select, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv({bin:?}, {argv:?})
+out = b""
+sent = False
+deadline = time.time() + 30
+while time.time() < deadline:
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if not sent and b"(denied in" in out:
+            os.write(fd, {key:?}.encode())
+            sent = True
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+print("\nEXIT", os.waitstatus_to_exitcode(status))
+"#,
+        bin = warden_tests::warden_bin(),
+        argv = argv,
+        key = key,
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&driver)
+        .current_dir(env.project())
+        .env("HOME", env.home())
+        .env("XDG_CONFIG_HOME", env.home().join(".config"))
+        .env(
+            "WARDEN_MANAGED_SETTINGS",
+            env.root().join("managed-settings.json"),
+        )
+        .env("WARDEN_SESSION_DIR", env.root().join("sessions"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let code = text
+        .rsplit_once("EXIT ")
+        .and_then(|(_, c)| c.trim().parse().ok())
+        .unwrap_or(-1);
+    (text, code)
+}
+
+#[test]
+fn the_terminal_prompt_shows_the_rule_and_offers_what_fits_it() {
+    if !warden_tests::ready_unless(
+        "the_terminal_prompt_shows_the_rule_and_offers_what_fits_it",
+        (!warden_tests::have("python3")).then(|| "python3 is not installed".to_string()),
+    ) {
+        return;
+    }
+    let env = TestEnv::new();
+    let secrets = env.home().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("a.key"), "AAA").unwrap();
+    let user = env.write_settings(
+        "home/.config/warden/settings.json",
+        r#"{ "filesystem": { "denyRead": ["~/secrets"] } }"#,
+    );
+    let a = secrets.join("a.key");
+    let (screen, code) = check_on_a_terminal(&env, &["--read", s(&a), "--session", "t1"], "r");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains(&format!("reading {}?", s(&a))), "{screen}");
+    assert!(screen.contains("rule: filesystem.denyRead"), "{screen}");
+    assert!(screen.contains("[r] remove from deny list"), "{screen}");
+    assert!(!screen.contains("[a] allow always"), "{screen}");
+    assert!(screen.contains("removed from the deny list"), "{screen}");
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(!text.contains("~/secrets"), "{text}");
+
+    // Deny on the terminal: nothing approved, exit 1.
+    let out_dir = env.root().join("elsewhere");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let target = out_dir.join("f.txt");
+    let (screen, code) =
+        check_on_a_terminal(&env, &["--write", s(&target), "--session", "t1"], "d");
+    assert_eq!(code, 1, "{screen}");
+    assert!(screen.contains("[a] allow always"), "{screen}");
+    assert!(screen.contains("next command"), "{screen}");
+    let snapshot = std::fs::read_to_string(session_file(&env, "t1")).unwrap_or_default();
+    assert!(!snapshot.contains("elsewhere"), "{snapshot}");
 }

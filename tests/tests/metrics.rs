@@ -499,6 +499,7 @@ fn approvals_are_counted_by_kind_and_decision() {
     let env = TestEnv::new();
     let file = env.root().join("m.prom");
     let sock = env.root().join("approvals.sock");
+    let _ = warden_tests::warden_bin(); // built before the client's clock starts
     let asked = warden_tests::answer_requests(sock.clone(), vec!["allow-once", "deny"]);
     let out = run_networked(
         &env,

@@ -1485,6 +1485,7 @@ fn hosts_in_no_list_are_asked_over_the_control_channel() {
     let denied = w.map("ask-deny");
     let http = w.net.http_server();
     let sock = w.env.root().join("approvals.sock");
+    let _ = warden_tests::warden_bin(); // built before the client's clock starts
     let asked =
         warden_tests::answer_requests(sock.clone(), vec!["allow-once", "allow-always", "deny"]);
     let out = w.run(
