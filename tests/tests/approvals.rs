@@ -410,3 +410,73 @@ fn the_terminal_prompt_shows_the_rule_and_offers_what_fits_it() {
     let snapshot = std::fs::read_to_string(session_file(&env, "t1")).unwrap_or_default();
     assert!(!snapshot.contains("elsewhere"), "{snapshot}");
 }
+
+#[test]
+fn a_command_line_approved_for_the_session_runs_without_asking_again() {
+    let env = TestEnv::new();
+    let p = env.project();
+    let line = "sudo -n true 2>/dev/null || true; touch approved-marker";
+    let refused = run(
+        &env,
+        &[
+            "run",
+            "--session",
+            "c1",
+            "--non-interactive",
+            "--command-text",
+            line,
+        ],
+    );
+    assert_eq!(refused.code, 126, "{refused:?}");
+    assert!(!p.join("approved-marker").exists());
+
+    let (out, seen) = check_asked(
+        &env,
+        &["--command", line, "--session", "c1"],
+        vec!["allow-once"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(seen[0]["kind"], "command");
+    assert_eq!(seen[0]["target"], line);
+
+    let ok = run(
+        &env,
+        &[
+            "run",
+            "--session",
+            "c1",
+            "--non-interactive",
+            "--command-text",
+            line,
+        ],
+    );
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert!(p.join("approved-marker").exists());
+    std::fs::remove_file(p.join("approved-marker")).unwrap();
+    // Another session, or another line, is not covered.
+    let other = run(
+        &env,
+        &[
+            "run",
+            "--session",
+            "c2",
+            "--non-interactive",
+            "--command-text",
+            line,
+        ],
+    );
+    assert_eq!(other.code, 126, "{other:?}");
+    let changed = run(
+        &env,
+        &[
+            "run",
+            "--session",
+            "c1",
+            "--non-interactive",
+            "--command-text",
+            "sudo -n true 2>/dev/null || true; touch other-marker",
+        ],
+    );
+    assert_eq!(changed.code, 126, "{changed:?}");
+    assert!(!p.join("approved-marker").exists() && !p.join("other-marker").exists());
+}

@@ -149,6 +149,15 @@ impl Approvals {
         self
     }
 
+    /// Records an approved command line ([`crate::policy::approvals::command_key`]) for the
+    /// session, and in its store; says what happened (for the note).
+    pub fn approve_command(&self, key: &str) -> String {
+        self.session.approve_command(key);
+        self.share(|s| {
+            s.commands.insert(key.to_string());
+        })
+    }
+
     /// Picks up what other processes of the session approved meanwhile.
     fn refresh(&self) {
         if let Some(store) = &self.store {

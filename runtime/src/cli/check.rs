@@ -126,7 +126,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
         anyhow::bail!("nothing to check");
     };
     let (verdict, approval) = if args.ask && verdict.decision == Decision::RequiresApproval {
-        let outcome = ask(args, &policy, store, &target, &verdict)?;
+        let placement = extra
+            .get("placement")
+            .and_then(|p| serde_json::from_value(p.clone()).ok())
+            .unwrap_or(crate::policy::command::Placement::Sandboxed);
+        let outcome = ask(args, &policy, store, &target, &verdict, placement)?;
         let mut v = verdict.clone();
         v.decision = if outcome.allowed {
             Decision::Allow
@@ -178,6 +182,7 @@ fn ask(
     store: Option<crate::approve::store::SessionStore>,
     target: &str,
     verdict: &Verdict,
+    placement: crate::policy::command::Placement,
 ) -> anyhow::Result<PathOutcome> {
     use crate::approve::{Answer, Approvals, Approver, NonInteractive, PermissionRequest};
     use std::sync::Arc;
@@ -246,15 +251,22 @@ fn ask(
             })
             .await;
         let allowed = answer == Answer::AllowOnce;
+        let note = if allowed {
+            let key = crate::policy::approvals::command_key(target, placement);
+            format!(
+                "approved by the user for this session{}",
+                approvals.approve_command(&key)
+            )
+        } else if !approver.attended() {
+            "denied: no approver (non-interactive)".to_string()
+        } else {
+            "denied by the user".to_string()
+        };
         Ok(PathOutcome {
             answer: if allowed { answer } else { Answer::Deny },
             allowed,
             scope: None,
-            note: if allowed {
-                "approved by the user, once".to_string()
-            } else {
-                "denied".to_string()
-            },
+            note,
         })
     })
 }

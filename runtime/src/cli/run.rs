@@ -149,7 +149,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     // `--command-text`: the line is gated first; nothing is set up for a refused one.
     let argv = match &args.command_text {
         None => args.command.clone(),
-        Some(line) => match gate(&policy, args, line)? {
+        Some(line) => match gate(&policy, args, line, session.as_ref())? {
             Gate::Refused(code) => return Ok(code),
             Gate::Unsandboxed => return run_unsandboxed(line),
             Gate::Sandboxed => ["sh", "-c", line.as_str()].map(OsString::from).to_vec(),
@@ -378,7 +378,12 @@ enum Gate {
 
 /// `--command-text`: the command policy and the `beforeCommand` hook decide; what they leave
 /// to approval is asked on the terminal (denied when nobody can answer).
-fn gate(policy: &Policy, args: &RunArgs, line: &str) -> anyhow::Result<Gate> {
+fn gate(
+    policy: &Policy,
+    args: &RunArgs,
+    line: &str,
+    session: Option<&crate::approve::store::SessionStore>,
+) -> anyhow::Result<Gate> {
     use crate::approve::{Answer, PermissionRequest, RequestKind};
     use crate::policy::command::Placement;
     use crate::policy::decision::Decision;
@@ -419,7 +424,19 @@ fn gate(policy: &Policy, args: &RunArgs, line: &str) -> anyhow::Result<Gate> {
                         options: vec![Answer::AllowOnce, Answer::Deny],
                         timeout_seconds: crate::approve::NETWORK_TIMEOUT.as_secs(),
                     });
-                    answer != Answer::Deny
+                    let allowed = answer == Answer::AllowOnce;
+                    if allowed {
+                        let key = crate::policy::approvals::command_key(line, g.placement);
+                        policy.approvals.approve_command(&key);
+                        if let Some(store) = session {
+                            if let Err(e) = store.update(|s| {
+                                s.commands.insert(key.clone());
+                            }) {
+                                eprintln!("warden: warning: not shared with the session: {e}");
+                            }
+                        }
+                    }
+                    allowed
                 }
                 None => {
                     eprintln!(

@@ -96,6 +96,27 @@ pub fn gate_command(
     sandboxed: bool,
     session: &str,
 ) -> CommandGate {
+    let mut gate = gate_command_unapproved(policy, line, cwd, sandboxed, session);
+    // What would be asked was approved earlier in the session (the same line, to run in the
+    // same place): allowed. A denial stays a denial.
+    let key = crate::policy::approvals::command_key(line, gate.placement);
+    if gate.verdict.decision == Decision::RequiresApproval && policy.approvals.covers_command(&key)
+    {
+        gate.verdict = Verdict::allow(
+            crate::policy::decision::ReasonKind::SessionApproval,
+            format!("`{line}` was approved for this session"),
+        );
+    }
+    gate
+}
+
+fn gate_command_unapproved(
+    policy: &Policy,
+    line: &str,
+    cwd: &Path,
+    sandboxed: bool,
+    session: &str,
+) -> CommandGate {
     let cv = policy.check_command(&CommandRequest {
         line,
         dangerously_disable_sandbox: !sandboxed,

@@ -19,6 +19,17 @@ use std::sync::RwLock;
 pub struct SessionApprovals {
     paths: RwLock<HashSet<(Access, PathBuf)>>,
     domains: RwLock<HashSet<String>>,
+    /// Command lines, keyed by [`command_key`] (the line and where it runs).
+    commands: RwLock<HashSet<String>>,
+}
+
+/// The session key of an approved command line: where it runs, a tab, the line.
+pub fn command_key(line: &str, placement: super::command::Placement) -> String {
+    let place = match placement {
+        super::command::Placement::Sandboxed => "sandboxed",
+        super::command::Placement::Unsandboxed => "unsandboxed",
+    };
+    format!("{place}\t{line}")
 }
 
 impl SessionApprovals {
@@ -55,6 +66,20 @@ impl SessionApprovals {
             .unwrap_or(false)
     }
 
+    /// Approves a command line (a [`command_key`]) for the session.
+    pub fn approve_command(&self, key: &str) {
+        if let Ok(mut set) = self.commands.write() {
+            set.insert(key.to_string());
+        }
+    }
+
+    pub fn covers_command(&self, key: &str) -> bool {
+        self.commands
+            .read()
+            .map(|s| !s.is_empty() && s.contains(key))
+            .unwrap_or(false)
+    }
+
     /// Everything approved so far, in a stable order (what the session store keeps).
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
@@ -68,6 +93,11 @@ impl SessionApprovals {
                 .read()
                 .map(|s| s.iter().cloned().collect())
                 .unwrap_or_default(),
+            commands: self
+                .commands
+                .read()
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default(),
         }
     }
 
@@ -78,6 +108,9 @@ impl SessionApprovals {
         }
         if let Ok(mut set) = self.domains.write() {
             set.extend(snapshot.domains.iter().cloned());
+        }
+        if let Ok(mut set) = self.commands.write() {
+            set.extend(snapshot.commands.iter().cloned());
         }
     }
 
@@ -107,6 +140,9 @@ pub struct Snapshot {
     pub paths: BTreeSet<(Access, PathBuf)>,
     #[serde(default)]
     pub domains: BTreeSet<String>,
+    /// Command lines approved to run ([`command_key`]: where, a tab, the line).
+    #[serde(default)]
+    pub commands: BTreeSet<String>,
 }
 
 /// What "allow once" approves for a path the policy left to approval: the path itself (and

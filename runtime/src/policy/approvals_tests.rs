@@ -140,3 +140,20 @@ fn allow_once_approves_the_path_or_for_a_new_file_its_directory() {
     assert_eq!(once_scope(p, Access::Write, false), Path::new("/data/out"));
     assert_eq!(once_scope(p, Access::Read, false), p);
 }
+
+#[test]
+fn command_approvals_are_per_line_and_placement_and_round_trip() {
+    use crate::policy::command::Placement;
+    let a = SessionApprovals::default();
+    let key = command_key("sudo make install", Placement::Unsandboxed);
+    a.approve_command(&key);
+    assert!(a.covers_command(&key));
+    assert!(!a.covers_command(&command_key("sudo make install", Placement::Sandboxed)));
+    assert!(!a.covers_command(&command_key("sudo make", Placement::Unsandboxed)));
+    let b = SessionApprovals::default();
+    b.merge(&serde_json::from_str(&serde_json::to_string(&a.snapshot()).unwrap()).unwrap());
+    assert!(b.covers_command(&key));
+    // A store written before commands were kept still loads.
+    let old: Snapshot = serde_json::from_str(r#"{"paths":[],"domains":["x.test"]}"#).unwrap();
+    assert!(old.commands.is_empty());
+}
