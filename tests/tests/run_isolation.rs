@@ -577,7 +577,11 @@ fn a_placeholder_outlives_the_sandbox_that_made_it_while_another_runs() {
         }
     };
     // First: makes the placeholder, then waits to be let go.
-    let first = start("touch first-up; while [ ! -e release-first ]; do sleep 0.05; done");
+    // Every wait is bounded (30 s), so a failed assertion leaves no sandbox running.
+    let first = start(
+        "touch first-up; i=0; while [ ! -e release-first ] && [ $i -lt 600 ]; do \
+         sleep 0.05; i=$((i+1)); done",
+    );
     wait_for(&p.join("first-up"));
     assert!(
         p.join(".claude").is_dir(),
@@ -586,7 +590,8 @@ fn a_placeholder_outlives_the_sandbox_that_made_it_while_another_runs() {
     // Second: starts while the first runs, then tries to plant agent config once the first
     // has ended.
     let second = start(
-        "touch second-up; while [ ! -e go ]; do sleep 0.05; done; \
+        "touch second-up; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; \
+         i=$((i+1)); done; \
          mkdir -p .claude; echo '{\"hooks\":{}}' > .claude/settings.json; \
          mkdir .vscode; echo x > .vscode/tasks.json; echo second-end",
     );
