@@ -82,7 +82,21 @@ struct {
 	__type(value, __u32);
 } watch_config SEC(".maps");
 
-/* What a thread's current syscall is about, from entry to exit (struct pending: warden.bpf.h). */
+/*
+ * A watched thread's current file syscall, from entry to exit (struct pending: warden.bpf.h):
+ * task-local storage, so the slot is the task's own — allocated on its first recorded call,
+ * reused by every later one, freed with the task — and found without hashing. (A hash entry
+ * inserted and deleted per call cost about 1 µs per open: docs/benchmarks.md.) `nr` is -1
+ * between calls.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pending);
+} pending_files SEC(".maps");
+
+/* A thread's current connect (the cgroup hooks), from the hook to the syscall's exit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -120,6 +134,10 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 #define NR_open 2
 #define NR_socket 41
 #define NR_connect 42
+#define NR_sendto 44
+#define NR_sendmsg 46
+#define NR_sendmmsg 307
+#define NR_io_uring_enter 426
 #define NR_truncate 76
 #define NR_rename 82
 #define NR_mkdir 83
@@ -305,10 +323,23 @@ static __always_inline void file_enter(struct pt_regs *regs, long nr, struct fil
 	__u64 cg = watched_cgroup();
 	if (!cg)
 		return;
-	struct pending *p = begin(cg, EV_FILE, a->op);
-	if (!p)
+	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0,
+						 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!p) {
+		count_drop(DROP_PENDING);
 		return;
-	p->nr = nr;
+	}
+	/* Who and when are filled at exit, and only for what is reported. */
+	p->ev.cgroup_id = cg;
+	p->ev.kind = EV_FILE;
+	p->ev.op = a->op;
+	p->ev.ret = 0;
+	p->ev.family = 0;
+	p->ev.port = 0;
+	p->ev.path[0] = 0;
+	p->ev.path2[0] = 0;
+	p->upath = 0;
+	p->upath2 = 0;
 	__u64 flags = 0;
 	if (a->op == OP_OPENAT2) {
 		__u64 how_flags = 0;
@@ -328,7 +359,7 @@ static __always_inline void file_enter(struct pt_regs *regs, long nr, struct fil
 		read_path(p->ev.path2, p->upath2, &flags);
 	}
 	p->ev.flags = flags;
-	commit(p);
+	p->nr = nr;
 }
 
 static __always_inline bool is_dev_null_path(const char *path)
@@ -404,8 +435,7 @@ static long cwd_step(__u32 i, void *arg)
 		return 1;
 	}
 	/* The names go into the pending record's second path (free for one-path calls). */
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending *p = bpf_map_lookup_elem(&pending_calls, &tid);
+	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0, 0);
 	__u32 off = w->off;
 	if (!p || off > PATH_LEN - NAME_ROOM) {
 		w->done = -1;
@@ -478,7 +508,7 @@ static __always_inline void file_exit(struct pending *p, long ret)
 	    !p->ev.path2[0] && cwd_names(&p->ev.port))
 		p->ev.flags |= FL_CWD;
 	p->ev.ret = (__s32)ret;
-	p->ev.ts_ns = bpf_ktime_get_boot_ns();
+	fill_task(&p->ev, p->ev.cgroup_id);
 	emit(&p->ev);
 }
 
@@ -518,33 +548,53 @@ static __always_inline void unobserved_exit(struct pt_regs *regs, long nr, long 
 	emit(&p->ev);
 }
 
+/* Whether the exit of call `nr` can have a pending connect: the calls in which the cgroup
+ * connect hooks run (connect, sendto/sendmsg with TCP fast open, an io_uring connect run
+ * inline). */
+static __always_inline bool may_have_connect(long nr)
+{
+	return nr == NR_connect || nr == NR_sendto || nr == NR_sendmsg || nr == NR_sendmmsg ||
+	       nr == NR_io_uring_enter;
+}
+
 SEC("raw_tp/sys_exit")
 int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
 	long ret = (long)ctx->args[1];
+	long nr = SYSCALL_NR(regs);
+	struct file_args a;
+	if (file_syscall(nr, &a)) {
+		struct pending *p =
+			bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0, 0);
+		if (p && p->nr == nr) {
+			file_exit(p, ret);
+			p->nr = -1;
+		} else {
+			unobserved_exit(regs, nr, ret);
+		}
+		return 0;
+	}
+	/* A seccomp refusal (EPERM) is looked at whatever the call; otherwise only the calls in
+	 * which the cgroup connect hooks run can have a pending connect. Every other call of
+	 * every process leaves here. */
+	if (ret != -EPERM && !may_have_connect(nr))
+		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *p = bpf_map_lookup_elem(&pending_calls, &tid);
 	if (!p) {
-		unobserved_exit(regs, SYSCALL_NR(regs), ret);
+		unobserved_exit(regs, nr, ret);
 		return 0;
 	}
-	long nr = SYSCALL_NR(regs);
 	if (p->nr != nr) {
-		/* A leftover of a call that never returned through here (or a cgroup hook
-		 * outside connect()): not this call's. */
+		/* A leftover of a call that never returned through here: not this call's. */
 		bpf_map_delete_elem(&pending_calls, &tid);
-		if (ret == -EPERM)
-			unobserved_exit(regs, nr, ret);
+		unobserved_exit(regs, nr, ret);
 		return 0;
 	}
-	if (p->ev.kind == EV_FILE) {
-		file_exit(p, ret);
-	} else if (p->ev.kind == EV_CONNECT || p->ev.kind == EV_UNIX) {
-		p->ev.ret = (__s32)ret;
-		p->ev.ts_ns = bpf_ktime_get_boot_ns();
-		emit(&p->ev);
-	}
+	p->ev.ret = (__s32)ret;
+	p->ev.ts_ns = bpf_ktime_get_boot_ns();
+	emit(&p->ev);
 	bpf_map_delete_elem(&pending_calls, &tid);
 	return 0;
 }

@@ -25,7 +25,7 @@
  * (itself included) that has a class. Names are what the mount layer works with; an inode
  * rule also holds for a second name of the same file (a hard link) or a descriptor passed in.
  *
- * Records: a rule that matches marks the thread's pending syscall entry (pending_calls, shared
+ * Records: a rule that matches marks the thread's pending syscall entry (pending_files, shared
  * with warden.bpf.c) with FL_LSM (and FL_LSM_DENIED when it refused), so raw_tp/sys_exit emits
  * the one record of the call with its result. Only when no entry of the same syscall exists
  * (exec, io_uring, file_permission, ptrace) does a program here emit its own record.
@@ -75,12 +75,11 @@ struct {
 } watch_config SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
+	__type(key, int);
 	__type(value, struct pending);
-} pending_calls SEC(".maps");
+} pending_files SEC(".maps");
 
 /* ---- this object's own maps ---- */
 
@@ -177,8 +176,7 @@ static __always_inline bool write_denied(__u64 cg, struct dentry *d)
 /* Marks the thread's pending entry of the current syscall, if it is a file call. */
 static __always_inline bool mark_pending(__u64 flags)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct pending *p = bpf_map_lookup_elem(&pending_calls, &tid);
+	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0, 0);
 	if (!p || p->ev.kind != EV_FILE)
 		return false;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());

@@ -243,7 +243,7 @@ impl Programs {
     /// counters, watched level, per-thread entries.
     pub fn lsm_shared(&self) -> super::lsm::Shared<'_> {
         let m = &self.skel.maps;
-        super::lsm::shared(&m.events, &m.drops, &m.watch_config, &m.pending_calls)
+        super::lsm::shared(&m.events, &m.drops, &m.watch_config, &m.pending_files)
     }
 
     /// A handle on the ring buffer (a duplicated descriptor) for the reader.

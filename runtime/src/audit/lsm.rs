@@ -234,7 +234,7 @@ pub struct Shared<'a> {
     pub events: BorrowedFd<'a>,
     pub drops: BorrowedFd<'a>,
     pub watch_config: BorrowedFd<'a>,
-    pub pending_calls: BorrowedFd<'a>,
+    pub pending_files: BorrowedFd<'a>,
 }
 
 /// The loaded and attached LSM programs.
@@ -325,7 +325,7 @@ impl LsmPrograms {
                 ("events", &mut maps.events, s.events),
                 ("drops", &mut maps.drops, s.drops),
                 ("watch_config", &mut maps.watch_config, s.watch_config),
-                ("pending_calls", &mut maps.pending_calls, s.pending_calls),
+                ("pending_files", &mut maps.pending_files, s.pending_files),
             ] {
                 map.reuse_fd(fd)
                     .map_err(|e| load_error(&format!("sharing the map {name}"), &e))?;
@@ -743,13 +743,13 @@ pub fn shared<'a>(
     events: &'a impl AsFd,
     drops: &'a impl AsFd,
     watch_config: &'a impl AsFd,
-    pending_calls: &'a impl AsFd,
+    pending_files: &'a impl AsFd,
 ) -> Shared<'a> {
     Shared {
         events: events.as_fd(),
         drops: drops.as_fd(),
         watch_config: watch_config.as_fd(),
-        pending_calls: pending_calls.as_fd(),
+        pending_files: pending_files.as_fd(),
     }
 }
 
