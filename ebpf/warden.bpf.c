@@ -240,16 +240,27 @@ static __always_inline void count_drop(__u32 slot)
 }
 
 /* The watched cgroup the current task belongs to, or 0. */
-static __always_inline __u64 watched_cgroup(void)
+/* The current task's watched cgroup id (0: not watched) and its W_* flags. */
+static __always_inline __u64 watched_cgroup_flags(__u8 *wflags)
 {
 	__u32 zero = 0;
 	__u32 *level = bpf_map_lookup_elem(&watch_config, &zero);
 	if (!level || !*level)
 		return 0;
 	__u64 id = bpf_get_current_ancestor_cgroup_id(*level);
-	if (!id || !bpf_map_lookup_elem(&watched, &id))
+	if (!id)
 		return 0;
+	__u8 *v = bpf_map_lookup_elem(&watched, &id);
+	if (!v)
+		return 0;
+	*wflags = *v;
 	return id;
+}
+
+static __always_inline __u64 watched_cgroup(void)
+{
+	__u8 wflags = 0;
+	return watched_cgroup_flags(&wflags);
 }
 
 static __always_inline void fill_task(struct event *e, __u64 cgroup_id)
@@ -320,7 +331,8 @@ static __always_inline void read_path(char *dst, __u64 uptr, __u64 *flags)
 /* Entry of a file syscall: the path (and second path) read now, the open flags. */
 static __always_inline void file_enter(struct pt_regs *regs, long nr, struct file_args *a)
 {
-	__u64 cg = watched_cgroup();
+	__u8 wflags = 0;
+	__u64 cg = watched_cgroup_flags(&wflags);
 	if (!cg)
 		return;
 	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0,
@@ -359,6 +371,7 @@ static __always_inline void file_enter(struct pt_regs *regs, long nr, struct fil
 		read_path(p->ev.path2, p->upath2, &flags);
 	}
 	p->ev.flags = flags;
+	p->wflags = wflags;
 	p->nr = nr;
 }
 
@@ -489,7 +502,7 @@ static __always_inline void file_exit(struct pending *p, long ret)
 	if (p->ev.flags & FL_LSM)
 		report = true;
 	__u16 op = p->ev.op;
-	if (!report && ret >= 0 &&
+	if (!report && ret >= 0 && !(p->wflags & W_NO_MASKED_FILES) &&
 	    (op == OP_OPENAT || op == OP_OPENAT2 || op == OP_OPEN) &&
 	    !is_dev_null_path(p->ev.path) && fd_is_dev_null(ret)) {
 		p->ev.flags |= FL_MASKED;

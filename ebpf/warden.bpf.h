@@ -125,6 +125,13 @@ struct pending {
 	__u64 upath;  /* user pointers, read again at exit when entry could not read them */
 	__u64 upath2;
 	__s64 nr;     /* the system call it belongs to */
+	__u64 wflags; /* the watched cgroup's W_* flags */
 };
+
+/* Values of the `watched` map (a cgroup id's flags). */
+#define W_WATCHED 1
+/* The sandbox's view masks no file with /dev/null: successful opens need no look at the
+ * descriptor (the daemon, which does not know the view, never sets it). */
+#define W_NO_MASKED_FILES 2
 
 #endif

@@ -52,6 +52,9 @@ struct Workload {
 struct Samples {
     total: Vec<f64>,
     inner: Vec<f64>,
+    /// The command's CPU time (user + system of its processes, from the shell's `times`):
+    /// less disturbed than wall time by other guests on the host.
+    cpu: Vec<f64>,
     /// Lines the violations file got (audit on only).
     records: Vec<usize>,
 }
@@ -125,6 +128,10 @@ pub fn run(warden: &Path, tmp: &Path, runs: usize, report_path: &Path) -> Result
     };
     bench.check_busy("before the runs");
 
+    // 0. Per system call: what the programs add to one call, in and outside a sandbox.
+    let per_call = per_call(&bench, &project)?;
+    bench.check_busy("after the per-call runs");
+
     // The workloads' inputs.
     let repo = tmp.join("repo");
     make_repo(&repo)?;
@@ -192,7 +199,8 @@ pub fn run(warden: &Path, tmp: &Path, runs: usize, report_path: &Path) -> Result
                     vec![]
                 };
                 let script = format!(
-                    "s=$(date +%s%N); {}; rc=$?; e=$(date +%s%N); echo \"bench-inner-ns $((e-s))\"; exit $rc",
+                    "s=$(date +%s%N); {}; rc=$?; e=$(date +%s%N); echo \"bench-inner-ns $((e-s))\"; \
+                     echo bench-times; times; exit $rc",
                     workload.command
                 );
                 let mut cmd = bench.command(&args, &workload.cwd, &script);
@@ -215,6 +223,8 @@ pub fn run(warden: &Path, tmp: &Path, runs: usize, report_path: &Path) -> Result
                     .and_then(|v| v.trim().parse::<f64>().ok())
                     .context("the command's own time is missing")?
                     / 1e6;
+                let cpu = children_cpu_ms(&String::from_utf8_lossy(&out.stdout))
+                    .context("the command's CPU time is missing")?;
                 let records = std::fs::read_to_string(&file)
                     .map(|s| s.lines().count())
                     .unwrap_or(0);
@@ -223,6 +233,7 @@ pub fn run(warden: &Path, tmp: &Path, runs: usize, report_path: &Path) -> Result
                     let s = &mut samples[w][variant];
                     s.total.push(total);
                     s.inner.push(inner);
+                    s.cpu.push(cpu);
                     s.records.push(records);
                 }
             }
@@ -269,13 +280,165 @@ pub fn run(warden: &Path, tmp: &Path, runs: usize, report_path: &Path) -> Result
     bench.check_busy("after the latency trials");
 
     let report = report(
-        runs, &workloads, &samples, &events, &latencies, discarded, &bench,
+        runs, &workloads, &samples, &events, &latencies, discarded, &bench, &per_call,
     );
     println!("\n{report}");
     std::fs::write(report_path, &report)
         .with_context(|| format!("writing {}", report_path.display()))?;
     println!("bench audit: written to {}", report_path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The children's CPU time in ms from the output of sh's `times` after the `bench-times`
+/// line (its second line: `1m2.500s 0m0.300s`, user and system).
+fn children_cpu_ms(stdout: &str) -> Option<f64> {
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| l.trim() != "bench-times")
+        .skip(2);
+    let line = lines.next()?;
+    let secs = |t: &str| -> Option<f64> {
+        let (m, s) = t.trim().strip_suffix('s')?.split_once('m')?;
+        Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+    };
+    let mut parts = line.split_whitespace();
+    Some((secs(parts.next()?)? + secs(parts.next()?)?) * 1e3)
+}
+
+const PER_CALL_LOOPS: u64 = 2_000_000;
+const PER_CALL_RUNS: usize = 7;
+const PER_CALL_C: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    double a = now();
+    for (long i = 0; i < n; i++) syscall(SYS_getppid);
+    double b = now();
+    for (long i = 0; i < n / 4; i++) close(openat(AT_FDCWD, "/etc/hostname", O_RDONLY));
+    double c = now();
+    printf("per-call %.1f %.1f\n", (b - a) / n, (c - b) / (n / 4));
+    return 0;
+}
+"#;
+
+struct PerCallRow {
+    name: &'static str,
+    getppid: Vec<f64>,
+    open: Vec<f64>,
+}
+
+/// Phase 0: the C loop on the host, in a sandbox without and with audit, and on the host
+/// while a watched sandbox runs.
+fn per_call(bench: &Bench, cwd: &Path) -> Result<Vec<PerCallRow>> {
+    let src = bench.tmp.join("per-call.c");
+    let bin = bench.tmp.join("per-call");
+    std::fs::write(&src, PER_CALL_C)?;
+    let cc = if Command::new("cc").arg("--version").output().is_ok() {
+        "cc"
+    } else {
+        "clang-19"
+    };
+    let st = Command::new(cc)
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .with_context(|| format!("running {cc}"))?;
+    if !st.success() {
+        bail!("{cc} could not build the per-call loop");
+    }
+    println!("\nbench audit: per system call, {PER_CALL_RUNS} runs of 4 variants");
+    let loop_cmd = format!("{} {PER_CALL_LOOPS}", bin.display());
+    let parse = |out: &[u8]| -> Option<(f64, f64)> {
+        let text = String::from_utf8_lossy(out);
+        let line = text.lines().find_map(|l| l.strip_prefix("per-call "))?;
+        let mut it = line.split_whitespace().map(|v| v.parse::<f64>().ok());
+        Some((it.next()??, it.next()??))
+    };
+    let mut rows: Vec<PerCallRow> = [
+        "host",
+        "host, programs loaded",
+        "sandbox, audit off",
+        "sandbox, audit on",
+    ]
+    .into_iter()
+    .map(|name| PerCallRow {
+        name,
+        getppid: vec![],
+        open: vec![],
+    })
+    .collect();
+    for run in 0..PER_CALL_RUNS {
+        for k in 0..4 {
+            let v = (k + run) % 4;
+            let out = match v {
+                0 => Command::new(&bin)
+                    .arg(PER_CALL_LOOPS.to_string())
+                    .output()?,
+                1 => {
+                    let violations = bench.tmp.join("per-call-bg.jsonl");
+                    let mut bg = bench
+                        .command(
+                            &["--violations".into(), violations.display().to_string()],
+                            cwd,
+                            "sleep 60",
+                        )
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()?;
+                    // Loaded once the sandbox runs: wait for its cgroup's first record.
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while std::fs::metadata(&violations).map_or(0, |m| m.len()) == 0
+                        && Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    let out = Command::new(&bin)
+                        .arg(PER_CALL_LOOPS.to_string())
+                        .output()?;
+                    let _ = Command::new("kill")
+                        .args(["-TERM", &bg.id().to_string()])
+                        .status();
+                    let _ = bg.wait();
+                    let _ = std::fs::remove_file(&violations);
+                    out
+                }
+                2 => bench.command(&[], cwd, &loop_cmd).output()?,
+                _ => {
+                    let violations = bench.tmp.join("per-call.jsonl");
+                    let out = bench
+                        .command(
+                            &["--violations".into(), violations.display().to_string()],
+                            cwd,
+                            &loop_cmd,
+                        )
+                        .output()?;
+                    let _ = std::fs::remove_file(&violations);
+                    out
+                }
+            };
+            let (g, o) = parse(&out.stdout).with_context(|| {
+                format!(
+                    "per-call loop ({}) printed no result: {}",
+                    rows[v].name,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )
+            })?;
+            rows[v].getppid.push(g);
+            rows[v].open.push(o);
+        }
+    }
+    Ok(rows)
 }
 
 /// A git repository of GIT_DIRS × GIT_FILES committed files.
@@ -574,6 +737,7 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report(
     runs: usize,
     workloads: &[Workload],
@@ -582,6 +746,7 @@ fn report(
     latencies: &[f64],
     discarded: usize,
     bench: &Bench,
+    per_call: &[PerCallRow],
 ) -> String {
     let pct = super::percentile;
     let mut md = String::new();
@@ -613,6 +778,27 @@ fn report(
 
     let _ = writeln!(
         md,
+        "\n#### Per system call\n\n\
+         A C loop ({PER_CALL_LOOPS} × `getppid()`, then {} × `openat(\"/etc/hostname\")` + `close`), \
+         ns per iteration, median of {PER_CALL_RUNS} runs of each variant (interleaved). \
+         *host, programs loaded*: outside any sandbox while a `warden run --violations` sleeps \
+         (the raw tracepoints run for every process; only a watched cgroup's calls are recorded).\n",
+        PER_CALL_LOOPS / 4
+    );
+    let _ = writeln!(md, "| variant | getppid (ns) | openat + close (ns) |");
+    let _ = writeln!(md, "| --- | ---: | ---: |");
+    for row in per_call {
+        let _ = writeln!(
+            md,
+            "| {} | {:.0} | {:.0} |",
+            row.name,
+            pct(&sorted(&row.getppid), 50.0),
+            pct(&sorted(&row.open), 50.0)
+        );
+    }
+
+    let _ = writeln!(
+        md,
         "\n#### Wall time, audit off vs on\n\n\
          off: `warden run -- sh -c CMD`; on: `warden run --violations FILE -- sh -c CMD` (eBPF \
          programs loaded, records written). Interleaved, {runs} runs each after one warm-up; \
@@ -621,11 +807,11 @@ fn report(
     );
     let _ = writeln!(
         md,
-        "| workload | whole run off | whole run on | overhead | command off | command on | overhead | records per run |"
+        "| workload | whole run off | whole run on | overhead | command off | command on | overhead | command CPU off | CPU on | CPU overhead | records per run |"
     );
     let _ = writeln!(
         md,
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     let mut worst_inner: Option<f64> = None;
     for (w, workload) in workloads.iter().enumerate() {
@@ -645,9 +831,16 @@ fn report(
             worst_inner = Some(worst_inner.map_or(o, |w: f64| w.max(o)));
             format!("{o:+.1} %")
         };
+        let c_off = pct(&sorted(&off.cpu), 50.0);
+        let c_on = pct(&sorted(&on.cpu), 50.0);
+        let cpu_over = if workload.command == "true" || c_off <= 0.0 {
+            "—".to_string()
+        } else {
+            format!("{:+.1} %", (c_on / c_off - 1.0) * 100.0)
+        };
         let _ = writeln!(
             md,
-            "| {} | {t_off:.1} | {t_on:.1} | {:+.1} % ({:+.1} ms) | {i_off:.1} | {i_on:.1} | {inner_over} | {records:.0} |",
+            "| {} | {t_off:.1} | {t_on:.1} | {:+.1} % ({:+.1} ms) | {i_off:.1} | {i_on:.1} | {inner_over} | {c_off:.0} | {c_on:.0} | {cpu_over} | {records:.0} |",
             workload.name,
             (t_on / t_off - 1.0) * 100.0,
             t_on - t_off,

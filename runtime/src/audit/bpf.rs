@@ -70,6 +70,10 @@ fn tracepoint_exists(tracefs: &Path, section: &str) -> bool {
     }
 }
 
+/// `watched` map values (ebpf/warden.bpf.h).
+const W_WATCHED: u8 = 1;
+const W_NO_MASKED_FILES: u8 = 2;
+
 impl Programs {
     /// Opens, loads and attaches the tracepoints. Single-threaded (no reader yet), so it may
     /// run before the sandbox's pid 1 is cloned.
@@ -133,6 +137,12 @@ impl Programs {
     /// and inserts its id, so everything its processes do from now on is recorded. Returns
     /// the cgroup id.
     pub fn watch(&mut self, dir: &Path) -> Result<u64, AuditError> {
+        self.watch_with(dir, true)
+    }
+
+    /// [`Programs::watch`], saying whether the sandbox's view masks any file with /dev/null
+    /// (`false`: the programs skip looking at the descriptor of every successful open).
+    pub fn watch_with(&mut self, dir: &Path, masked_files: bool) -> Result<u64, AuditError> {
         let cg_err = |reason: String| AuditError::Cgroup {
             path: dir.to_path_buf(),
             reason,
@@ -172,7 +182,11 @@ impl Programs {
         self.skel
             .maps
             .watched
-            .update(&id.to_ne_bytes(), &[1u8], MapFlags::ANY)
+            .update(
+                &id.to_ne_bytes(),
+                &[W_WATCHED | if masked_files { 0 } else { W_NO_MASKED_FILES }],
+                MapFlags::ANY,
+            )
             .map_err(|e| map_err("inserting the cgroup id", e))?;
         self.level = Some(level);
         self.watches.push((id, links));

@@ -531,6 +531,9 @@ fn register(
         writable: paths(&reg.view.writable),
         protected: paths(&reg.view.protected),
         masked: paths(&reg.view.masked),
+        // The registration does not say which masks are files: the programs keep looking at
+        // every opened descriptor.
+        masked_files: true,
         policy: None,
     };
     let mut programs = state.programs.lock().map_err(|_| "programs poisoned")?;

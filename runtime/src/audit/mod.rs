@@ -114,7 +114,12 @@ impl Auditor {
     /// Records everything the processes of cgroup `cgroup_dir` do from now on. Returns the
     /// cgroup id.
     pub fn watch(&mut self, cgroup_dir: &Path) -> Result<u64, AuditError> {
-        let id = self.programs.watch(cgroup_dir)?;
+        self.watch_with(cgroup_dir, true)
+    }
+
+    /// [`Auditor::watch`], saying whether the view masks any file with /dev/null.
+    pub fn watch_with(&mut self, cgroup_dir: &Path, masked_files: bool) -> Result<u64, AuditError> {
+        let id = self.programs.watch_with(cgroup_dir, masked_files)?;
         let name = cgroup_dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -588,7 +593,9 @@ pub fn view_of_plan(plan: &crate::linux::plan::Plan) -> SandboxView {
             MountOp::Writable { path } => view.writable.push(path.clone()),
             MountOp::WritableAt { dst, .. } => view.writable.push(dst.clone()),
             MountOp::ReadOnly { path } => view.protected.push(path.clone()),
-            MountOp::MaskDir { path } | MountOp::MaskFile { path } => {
+            MountOp::MaskDir { path } => view.masked.push(path.clone()),
+            MountOp::MaskFile { path } => {
+                view.masked_files = true;
                 view.masked.push(path.clone())
             }
             _ => {}
@@ -874,14 +881,16 @@ pub fn watch(cgroup_dir: &Path, view: SandboxView) -> Result<(), AuditError> {
     let Stage::Loaded(auditor) = &mut s.stage else {
         return Ok(());
     };
-    let watched = auditor.watch(cgroup_dir).and_then(|id| {
-        if let Some(paths) = &s.request.unix_sockets {
-            auditor
-                .enforce_unix(id, paths)
-                .map_err(|e| AuditError::UnixSockets(Box::new(e)))?;
-        }
-        Ok(id)
-    });
+    let watched = auditor
+        .watch_with(cgroup_dir, view.masked_files)
+        .and_then(|id| {
+            if let Some(paths) = &s.request.unix_sockets {
+                auditor
+                    .enforce_unix(id, paths)
+                    .map_err(|e| AuditError::UnixSockets(Box::new(e)))?;
+            }
+            Ok(id)
+        });
     match watched {
         Ok(id) => {
             s.cgroup_id = Some(id);

@@ -563,6 +563,8 @@ pub struct SandboxView {
     pub protected: Vec<PathBuf>,
     /// denyRead directories (behind an empty tmpfs) and files (behind /dev/null).
     pub masked: Vec<PathBuf>,
+    /// Some file is masked by /dev/null (the programs then look at every opened descriptor).
+    pub masked_files: bool,
     /// The run's policy, to name the rule behind a file refusal.
     pub policy: Option<std::sync::Arc<crate::policy::merge::Policy>>,
 }

@@ -55,6 +55,7 @@ fn view() -> SandboxView {
         ],
         protected: vec![PathBuf::from("/home/u/project/.git/hooks")],
         masked: vec![PathBuf::from("/home/u/.ssh")],
+        masked_files: false,
         policy: None,
     }
 }
