@@ -480,3 +480,37 @@ fn a_command_line_approved_for_the_session_runs_without_asking_again() {
     assert_eq!(changed.code, 126, "{changed:?}");
     assert!(!p.join("approved-marker").exists() && !p.join("other-marker").exists());
 }
+
+#[test]
+fn the_approvals_mode_setting_picks_the_channel_and_a_bad_one_is_refused() {
+    let env = TestEnv::new();
+    let sock = env.root().join("from-settings.sock");
+    env.write_settings(
+        "home/.config/warden/settings.json",
+        &format!(
+            r#"{{ "warden": {{ "approvals": {{ "mode": "unix:{}", "timeoutSeconds": 20 }} }} }}"#,
+            sock.display()
+        ),
+    );
+    let target = env.root().join("outside/m.txt");
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    let _ = warden_tests::warden_bin();
+    let client = answer_requests(sock.clone(), vec!["allow-once"]);
+    let out = run(
+        &env,
+        &["check", "--write", s(&target), "--ask", "--session", "m1"],
+    );
+    let seen = client.join().unwrap();
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0]["timeout_seconds"], 20);
+    assert!(!sock.exists());
+
+    env.write_settings(
+        "home/.config/warden/settings.json",
+        r#"{ "warden": { "approvals": { "mode": "sometimes" } } }"#,
+    );
+    let out = run(&env, &["run", "--", "true"]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("warden.approvals.mode"), "{out:?}");
+}

@@ -1636,6 +1636,93 @@ fn from_a_terminal_warden_asks_on_the_terminal() {
     assert_eq!(paths(&http), ["/tty-once"]);
 }
 
+/// On the terminal: allow always (saved, and the next request to the host is not asked), a
+/// question nobody answers (denied after `warden.approvals.timeoutSeconds`), and
+/// `warden.approvals.mode: "deny"` (never asked, denied at once).
+#[test]
+fn terminal_allow_always_timeout_and_the_deny_mode() {
+    let Some(mut w) = World::new("terminal_allow_always_timeout_and_the_deny_mode") else {
+        return;
+    };
+    let always = w.map("tty-always");
+    // Outside the zone: allow-always saves a pattern for `always`'s whole zone.
+    let silent = w.map_full(&format!("silent.q{}.test", std::process::id()));
+    let refused = w.map_full(&format!("refused.r{}.test", std::process::id()));
+    let http = w.net.http_server();
+    let user = w.env.home().join(".config/warden/settings.json");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    std::fs::write(
+        &user,
+        r#"{ "warden": { "approvals": { "timeoutSeconds": 2 } } }"#,
+    )
+    .unwrap();
+    let shown = run_under_pty(
+        &w,
+        &format!(
+            "curl -sS --max-time 30 http://{always}/always-1; echo; \
+             curl -sS --max-time 30 http://{always}/always-2; echo"
+        ),
+        "a",
+    );
+    assert_eq!(
+        shown.matches("warden: network access to").count(),
+        1,
+        "asked more than once: {shown}"
+    );
+    assert!(shown.contains("allowed always"), "{shown}");
+    assert!(shown.contains("EXIT 0"), "{shown}");
+    let saved = std::fs::read_to_string(&user).unwrap();
+    assert!(saved.contains("allowedDomains"), "not saved: {saved}");
+    assert!(
+        saved.contains("timeoutSeconds"),
+        "the edit lost a setting: {saved}"
+    );
+    // Saved for the next run too: no question at all.
+    let again = run_under_pty(
+        &w,
+        &format!("curl -sS --max-time 30 http://{always}/always-3; echo"),
+        "",
+    );
+    assert!(!again.contains("warden: network access to"), "{again}");
+
+    // Nobody answers: denied once the 2 s are up.
+    let started = Instant::now();
+    let shown = run_under_pty(
+        &w,
+        &format!(
+            "curl -sS --max-time 30 -o /dev/null -w 'code=%{{http_code}}' http://{silent}/silent"
+        ),
+        "",
+    );
+    let took = started.elapsed();
+    assert!(shown.contains("(denied in 2 s)"), "{shown}");
+    assert!(shown.contains("code=403"), "{shown}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(30),
+        "{took:?}: {shown}"
+    );
+
+    // The deny mode: on a terminal, yet nothing is asked.
+    std::fs::write(
+        &user,
+        format!(
+            r#"{{ "network": {{ "allowedDomains": ["{always}"] }},
+                  "warden": {{ "approvals": {{ "mode": "deny" }} }} }}"#
+        ),
+    )
+    .unwrap();
+    let shown = run_under_pty(
+        &w,
+        &format!(
+            "curl -sS --max-time 30 -o /dev/null -w 'code=%{{http_code}}' http://{refused}/refused"
+        ),
+        "o",
+    );
+    assert!(!shown.contains("warden: network access to"), "{shown}");
+    assert!(shown.contains("code=403"), "{shown}");
+    assert_eq!(paths(&http), ["/always-1", "/always-2", "/always-3"]);
+}
+
 #[test]
 fn a_settings_edit_applies_to_the_running_sandbox_and_a_broken_one_is_rejected() {
     let Some(mut w) =

@@ -25,8 +25,45 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// How long a network request waits for an answer before it is denied.
+/// How long a question waits for an answer before it is denied, unless
+/// `warden.approvals.timeoutSeconds` says otherwise.
 pub const NETWORK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `warden.approvals.timeoutSeconds` (1 s to 1 day), else [`NETWORK_TIMEOUT`].
+pub fn timeout(policy: &crate::policy::merge::Policy) -> Duration {
+    policy
+        .effective
+        .u64("warden.approvals.timeoutSeconds")
+        .map_or(NETWORK_TIMEOUT, |s| Duration::from_secs(s.clamp(1, 86_400)))
+}
+
+/// Where questions go, from the flags and `warden.approvals.mode`: the control channel's
+/// socket, if any, and whether anyone is there to ask. The flags win — `--approvals
+/// unix:PATH`, then `--non-interactive` — over the setting: `interactive` (the terminal;
+/// the default), `deny` (nobody: what would ask is denied at once), `unix:PATH` (the
+/// control channel).
+pub fn choose(
+    policy: &crate::policy::merge::Policy,
+    flag: Option<PathBuf>,
+    non_interactive: bool,
+) -> Result<(Option<PathBuf>, bool), String> {
+    if let Some(path) = flag {
+        return Ok((Some(path), true));
+    }
+    if non_interactive {
+        return Ok((None, false));
+    }
+    match policy.effective.str("warden.approvals.mode") {
+        None | Some("interactive") => Ok((None, true)),
+        Some("deny") => Ok((None, false)),
+        Some(spec) if spec.starts_with("unix:") => channel::parse_spec(spec)
+            .map(|p| (Some(p), true))
+            .map_err(|e| format!("warden.approvals.mode: {e}")),
+        Some(other) => Err(format!(
+            "warden.approvals.mode {other:?}: expected interactive, deny or unix:PATH"
+        )),
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

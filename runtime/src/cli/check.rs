@@ -195,17 +195,22 @@ fn ask(
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let approver: Arc<dyn Approver> = match &args.approvals {
-            Some(path) => crate::approve::channel::ChannelApprover::bind(path)?,
-            None if args.policy.non_interactive => Arc::new(NonInteractive),
+        let (channel, attended) =
+            crate::approve::choose(policy, args.approvals.clone(), args.policy.non_interactive)
+                .map_err(anyhow::Error::msg)?;
+        let approver: Arc<dyn Approver> = match channel {
+            Some(path) => crate::approve::channel::ChannelApprover::bind(&path)?,
+            None if !attended => Arc::new(NonInteractive),
             None => match crate::approve::tty::TtyApprover::open() {
                 Some(tty) => tty,
                 None => Arc::new(NonInteractive),
             },
         };
         let user_settings = crate::net::service::user_settings_file();
+        let wait = crate::approve::timeout(policy);
         let mut approvals =
-            Approvals::new(approver.clone(), policy.approvals.clone(), user_settings);
+            Approvals::new(approver.clone(), policy.approvals.clone(), user_settings)
+                .with_timeout(wait);
         if let Some(store) = store {
             approvals = approvals.with_store(store);
         }
@@ -235,21 +240,22 @@ fn ask(
             });
         }
         // A command line (run unsandboxed, or what the hook left to a human): once or not.
-        let answer = approver
-            .ask(PermissionRequest {
-                id: 1,
-                kind: crate::approve::RequestKind::Command,
-                target: target.to_string(),
-                reason: verdict.reason.clone(),
-                rule: verdict
-                    .rule
-                    .as_ref()
-                    .map(|r| format!("{}: \"{}\"", r.list, r.entry)),
-                provenance: verdict.rule.as_ref().map(|r| r.provenance.to_string()),
-                options: vec![Answer::AllowOnce, Answer::Deny],
-                timeout_seconds: crate::approve::NETWORK_TIMEOUT.as_secs(),
-            })
-            .await;
+        let question = approver.ask(PermissionRequest {
+            id: 1,
+            kind: crate::approve::RequestKind::Command,
+            target: target.to_string(),
+            reason: verdict.reason.clone(),
+            rule: verdict
+                .rule
+                .as_ref()
+                .map(|r| format!("{}: \"{}\"", r.list, r.entry)),
+            provenance: verdict.rule.as_ref().map(|r| r.provenance.to_string()),
+            options: vec![Answer::AllowOnce, Answer::Deny],
+            timeout_seconds: wait.as_secs(),
+        });
+        let answer = tokio::time::timeout(wait, question)
+            .await
+            .unwrap_or(Answer::Deny);
         let allowed = answer == Answer::AllowOnce;
         let note = if allowed {
             let key = crate::policy::approvals::command_key(target, placement);

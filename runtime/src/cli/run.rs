@@ -122,7 +122,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let (mut layers, mut context) = args.policy.layers()?;
     layers.extend(args.flags_layer());
     context.tmpdir = Some(workspace.tmpdir());
-    let policy = Policy::build(&layers, context, &RealFs)?;
+    let mut policy = Policy::build(&layers, context, &RealFs)?;
+    // Where questions go: the flags, else `warden.approvals.mode`.
+    let (approvals_socket, attended) =
+        crate::approve::choose(&policy, args.approvals.clone(), args.policy.non_interactive)
+            .map_err(anyhow::Error::msg)?;
+    policy.context.approver_attached = attended;
     // `--session`: what the session approved so far shapes this sandbox (its view and its
     // network), and what is approved during the run is recorded for the next one.
     let session = match &args.session {
@@ -218,14 +223,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         argv: argv.clone(),
         env: std::env::vars_os().collect(),
         publish: args.publish.clone(),
-        approvals: args.approvals.clone(),
+        approvals: approvals_socket,
         violations: args.violations.clone(),
         metrics: exporter.as_ref().map(|e| e.metrics()),
         terminal: args.pty || whole,
         live: Some(live.clone()),
         session,
     };
-    let rebuild = rebuilder(args, workspace.tmpdir(), policy.approvals.clone());
+    let rebuild = rebuilder(args, workspace.tmpdir(), policy.approvals.clone(), attended);
     let sandbox = match backend.spawn(workspace, &policy, &command) {
         Ok(s) => s,
         Err(e) => {
@@ -341,6 +346,7 @@ fn rebuilder(
     args: &RunArgs,
     tmpdir: std::path::PathBuf,
     approvals: std::sync::Arc<crate::policy::approvals::SessionApprovals>,
+    attended: bool,
 ) -> crate::reload::Rebuild {
     let policy_args = args.policy.clone();
     let flags = args.flags_layer();
@@ -349,8 +355,9 @@ fn rebuilder(
         layers.extend(flags.clone());
         context.tmpdir = Some(tmpdir.clone());
         let mut policy = Policy::build(&layers, context, &RealFs).map_err(|e| e.to_string())?;
-        // The session's approvals survive a settings edit.
+        // The session's approvals, and who answers questions, survive a settings edit.
         policy.approvals = approvals.clone();
+        policy.context.approver_attached = attended;
         Ok(policy)
     })
 }
@@ -422,7 +429,7 @@ fn gate(
                             .map(|r| format!("{}: \"{}\"", r.list, r.entry)),
                         provenance: v.rule.as_ref().map(|r| r.provenance.to_string()),
                         options: vec![Answer::AllowOnce, Answer::Deny],
-                        timeout_seconds: crate::approve::NETWORK_TIMEOUT.as_secs(),
+                        timeout_seconds: crate::approve::timeout(policy).as_secs(),
                     });
                     let allowed = answer == Answer::AllowOnce;
                     if allowed {

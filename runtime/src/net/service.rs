@@ -165,7 +165,8 @@ pub fn start(
                             a,
                             policy.approvals.clone(),
                             user_settings,
-                        );
+                        )
+                        .with_timeout(crate::approve::timeout(&policy));
                         Arc::new(match session {
                             Some(store) => approvals.with_store(store),
                             None => approvals,

@@ -257,7 +257,8 @@ pub struct ApprovalSettings {
     /// `interactive` (prompt on the terminal), `deny` (never ask), or `unix:PATH`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
-    /// Seconds before an unanswered network prompt is denied (default 60).
+    /// Seconds before an unanswered question (network, filesystem, command) is denied
+    /// (default 60; 1 to 86400).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
 }
