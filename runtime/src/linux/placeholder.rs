@@ -256,25 +256,32 @@ fn open_made(path: &Path, dir: bool) -> io::Result<OwnedFd> {
 }
 
 fn find(path: &Path) -> io::Result<Found> {
-    // O_PATH first: opening a fifo or a device for reading could block or act.
-    let handle = match open_raw(path, libc::O_PATH | libc::O_NOFOLLOW) {
+    // The mark first, by name (one call; most candidates are missing or the user's own).
+    // Only a directory or a regular file can carry a user xattr, so a marked entry is safe
+    // to open (never a fifo or a device).
+    let c = cpath(path)?;
+    let name = CString::new(MARK).map_err(io::Error::other)?;
+    // SAFETY: size query (NULL buffer, size 0) on NUL-terminated strings; no memory written.
+    let n = unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(Found::Missing),
+            // Unmarked, a symlink, a component that is not a directory, no xattrs here.
+            Some(libc::ENODATA | libc::ENOTDIR | libc::ELOOP | libc::ENOTSUP | libc::EPERM) => {
+                Ok(Found::Foreign)
+            }
+            _ => Err(e),
+        };
+    }
+    let fd = match open_raw(path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK) {
         Ok(fd) => fd,
+        // Removed (or replaced by a symlink) since: look again.
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(Found::Missing),
-        // A component that is a symlink or not a directory: not a placeholder here.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR) | Some(libc::ELOOP)) => {
-            return Ok(Found::Foreign);
-        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Found::Foreign),
         Err(e) => return Err(e),
     };
-    let st = nix::sys::stat::fstat(&handle)?;
-    let kind = st.st_mode & libc::S_IFMT;
-    if kind != libc::S_IFDIR && kind != libc::S_IFREG {
-        return Ok(Found::Foreign);
-    }
-    let fd = open_raw(
-        Path::new(&format!("/proc/self/fd/{}", handle.as_raw_fd())),
-        libc::O_RDONLY | libc::O_NONBLOCK,
-    )?;
+    // Still the marked entry (not a replacement made between the two calls)?
     Ok(if is_marked(&fd) {
         Found::Marked(fd)
     } else {
