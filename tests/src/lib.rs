@@ -263,3 +263,49 @@ pub fn root_or_skip(test: &str, why: &str) -> bool {
         (!is_root()).then(|| format!("not running as root ({why})")),
     )
 }
+
+/// Runs `warden ARGS` on a pseudo-terminal (python's `pty.fork`) as `cmd` would run it (its
+/// program, working directory and environment are used; `cmd` is a `python3` [`Command`]),
+/// typing the next of `keys` each time one more approval prompt (`(denied in N s)`) has
+/// appeared. Returns everything the terminal showed, then `EXIT n` with warden's exit code.
+pub fn on_a_pty(mut cmd: Command, args: &[&str], keys: &str) -> String {
+    let bin = warden_bin();
+    let mut argv: Vec<&str> = vec!["warden"];
+    argv.extend_from_slice(args);
+    let driver = format!(
+        r#"
+import os, pty, time, select, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv({bin:?}, {argv:?})
+out = b""
+keys = list({keys:?})
+deadline = time.time() + 60
+while time.time() < deadline:
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        while keys and out.count(b"(denied in") > len({keys:?}) - len(keys):
+            os.write(fd, keys.pop(0).encode())
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+print("\nEXIT", os.waitstatus_to_exitcode(status))
+"#
+    );
+    let out = cmd
+        .arg("-c")
+        .arg(&driver)
+        .output()
+        .unwrap_or_else(|e| panic!("running python's pty driver: {e}"));
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

@@ -314,56 +314,22 @@ fn nothing_is_approved_from_inside_a_sandbox() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("writable inside the sandbox"));
 }
 
-/// `warden check ARGS --ask` on a pseudo-terminal (python's pty.fork), pressing `key` once
-/// the prompt is shown; returns what the terminal showed and the exit code.
+/// `warden check ARGS --ask` on a pseudo-terminal, pressing `key` once the prompt is shown;
+/// returns what the terminal showed and the exit code.
 fn check_on_a_terminal(env: &TestEnv, args: &[&str], key: &str) -> (String, i32) {
-    let mut argv = vec!["warden", "check"];
-    argv.extend_from_slice(args);
-    argv.push("--ask");
-    let driver = format!(
-        r#"
-import os, pty, time, select, sys
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv({bin:?}, {argv:?})
-out = b""
-sent = False
-deadline = time.time() + 30
-while time.time() < deadline:
-    r, _, _ = select.select([fd], [], [], 0.1)
-    if r:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-        if not sent and b"(denied in" in out:
-            os.write(fd, {key:?}.encode())
-            sent = True
-_, status = os.waitpid(pid, 0)
-sys.stdout.write(out.decode(errors="replace"))
-print("\nEXIT", os.waitstatus_to_exitcode(status))
-"#,
-        bin = warden_tests::warden_bin(),
-        argv = argv,
-        key = key,
-    );
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(&driver)
-        .current_dir(env.project())
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    all.push("--ask");
+    let mut cmd = std::process::Command::new("python3");
+    cmd.current_dir(env.project())
         .env("HOME", env.home())
         .env("XDG_CONFIG_HOME", env.home().join(".config"))
         .env(
             "WARDEN_MANAGED_SETTINGS",
             env.root().join("managed-settings.json"),
         )
-        .env("WARDEN_SESSION_DIR", env.root().join("sessions"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        .env("WARDEN_SESSION_DIR", env.root().join("sessions"));
+    let text = warden_tests::on_a_pty(cmd, &all, key);
     let code = text
         .rsplit_once("EXIT ")
         .and_then(|(_, c)| c.trim().parse().ok())

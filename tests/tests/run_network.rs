@@ -1554,56 +1554,19 @@ fn without_an_approver_hosts_in_no_list_are_denied_at_once() {
     assert!(paths(&http).is_empty());
 }
 
-/// Runs `warden run -- sh -c SCRIPT` under a pty (python's pty.fork), answering each
-/// approval prompt with the next key of `keys`; returns everything the terminal showed.
+/// Runs `warden run -- sh -c SCRIPT` under a pty, answering each approval prompt with the
+/// next key of `keys`; returns everything the terminal showed.
 fn run_under_pty(w: &World, script: &str, keys: &str) -> String {
-    let driver = format!(
-        r#"
-import os, pty, time, select, sys
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv({bin:?}, ["warden", "run", "--", "sh", "-c", {script:?}])
-out = b""
-keys = list({keys:?})
-deadline = time.time() + 60
-while time.time() < deadline:
-    r, _, _ = select.select([fd], [], [], 0.1)
-    if r:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-        while keys and out.count(b"[o] allow once") > len({keys:?}) - len(keys):
-            os.write(fd, keys.pop(0).encode())
-_, status = os.waitpid(pid, 0)
-sys.stdout.write(out.decode(errors="replace"))
-print("\nEXIT", os.waitstatus_to_exitcode(status))
-"#,
-        bin = warden_tests::warden_bin(),
-        script = script,
-        keys = keys,
-    );
-    let out = std::process::Command::new(netns::python3())
-        .arg("-c")
-        .arg(&driver)
-        .current_dir(w.env.project())
+    let mut cmd = std::process::Command::new(netns::python3());
+    cmd.current_dir(w.env.project())
         .env("HOME", w.env.home())
         .env("XDG_CONFIG_HOME", w.env.home().join(".config"))
         .env("WARDEN_MANAGED_SETTINGS", w.env.root().join("managed.json"))
         .env_remove("HTTP_PROXY")
         .env_remove("http_proxy")
         .env_remove("NO_PROXY")
-        .env_remove("no_proxy")
-        .output()
-        .unwrap();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+        .env_remove("no_proxy");
+    warden_tests::on_a_pty(cmd, &["run", "--", "sh", "-c", script], keys)
 }
 
 #[test]
