@@ -264,24 +264,37 @@ pub fn root_or_skip(test: &str, why: &str) -> bool {
     )
 }
 
-/// Runs `warden ARGS` on a pseudo-terminal (python's `pty.fork`) as `cmd` would run it (its
-/// program, working directory and environment are used; `cmd` is a `python3` [`Command`]),
-/// typing the next of `keys` each time one more approval prompt (`(denied in N s)`) has
-/// appeared. Returns everything the terminal showed, then `EXIT n` with warden's exit code.
-pub fn on_a_pty(mut cmd: Command, args: &[&str], keys: &str) -> String {
-    let bin = warden_bin();
-    let mut argv: Vec<&str> = vec!["warden"];
-    argv.extend_from_slice(args);
-    let driver = format!(
-        r#"
-import os, pty, time, select, sys
+/// Runs `warden ARGS` on a pseudo-terminal (python's `pty.fork`), playing the human: `cmd`
+/// is the `python3` [`Command`] to run the driver with (its working directory and environment
+/// are warden's). Each `(wait_for, keys)` step waits until the terminal has shown `wait_for`
+/// (counted from the end of the previous match) and then types `keys` (`RESIZE ROWS COLS`
+/// resizes the terminal instead, `SLEEP SECONDS` waits). Returns everything the terminal
+/// showed (ending with `EXIT n`) and warden's exit code.
+pub fn under_pty(mut cmd: Command, args: &[&str], steps: &[(&str, &str)]) -> (String, i32) {
+    let driver = r#"
+import json, os, pty, select, sys, time
+args, steps = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 pid, fd = pty.fork()
 if pid == 0:
-    os.execv({bin:?}, {argv:?})
-out = b""
-keys = list({keys:?})
-deadline = time.time() + 60
+    os.execv(args[0], args)
+out, seen = b"", 0
+deadline = time.time() + 90
 while time.time() < deadline:
+    if steps:
+        want = steps[0][0].encode()
+        at = out.find(want, seen)
+        if at >= 0:
+            seen = at + len(want)
+            keys = steps.pop(0)[1]
+            if keys.startswith("SLEEP "):
+                time.sleep(float(keys.split()[1]))
+            elif keys.startswith("RESIZE "):
+                import fcntl, struct, termios
+                rows, cols = map(int, keys.split()[1:])
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            else:
+                os.write(fd, keys.encode())
+            continue
     r, _, _ = select.select([fd], [], [], 0.1)
     if r:
         try:
@@ -291,21 +304,33 @@ while time.time() < deadline:
         if not chunk:
             break
         out += chunk
-        while keys and out.count(b"(denied in") > len({keys:?}) - len(keys):
-            os.write(fd, keys.pop(0).encode())
+if time.time() >= deadline:
+    os.kill(pid, 9)
+    out += b"\nDRIVER TIMEOUT waiting for %r\n" % (steps[:1],)
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(out.decode(errors="replace"))
-print("\nEXIT", os.waitstatus_to_exitcode(status))
-"#
-    );
+sys.stdout.write("\nEXIT %d\n" % os.waitstatus_to_exitcode(status))
+"#;
+    let mut argv = vec![warden_bin().display().to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let steps: Vec<[&str; 2]> = steps.iter().map(|(w, k)| [*w, *k]).collect();
+    // Lists of strings always encode.
     let out = cmd
         .arg("-c")
-        .arg(&driver)
+        .arg(driver)
+        .arg(serde_json::to_string(&argv).unwrap_or_default())
+        .arg(serde_json::to_string(&steps).unwrap_or_default())
+        .stdin(std::process::Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("running python's pty driver: {e}"));
-    format!(
+    let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    )
+    );
+    let code = text
+        .rsplit_once("EXIT ")
+        .and_then(|(_, c)| c.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the driver did not finish: {text}"));
+    (text, code)
 }

@@ -329,12 +329,7 @@ fn check_on_a_terminal(env: &TestEnv, args: &[&str], key: &str) -> (String, i32)
             env.root().join("managed-settings.json"),
         )
         .env("WARDEN_SESSION_DIR", env.root().join("sessions"));
-    let text = warden_tests::on_a_pty(cmd, &all, key);
-    let code = text
-        .rsplit_once("EXIT ")
-        .and_then(|(_, c)| c.trim().parse().ok())
-        .unwrap_or(-1);
-    (text, code)
+    warden_tests::under_pty(cmd, &all, &[("(denied in", key)])
 }
 
 #[test]

@@ -1566,7 +1566,10 @@ fn run_under_pty(w: &World, script: &str, keys: &str) -> String {
         .env_remove("http_proxy")
         .env_remove("NO_PROXY")
         .env_remove("no_proxy");
-    warden_tests::on_a_pty(cmd, &["run", "--", "sh", "-c", script], keys)
+    // One key per prompt, typed once the prompt is on the screen.
+    let keys: Vec<String> = keys.chars().map(String::from).collect();
+    let steps: Vec<(&str, &str)> = keys.iter().map(|k| ("(denied in", k.as_str())).collect();
+    warden_tests::under_pty(cmd, &["run", "--", "sh", "-c", script], &steps).0
 }
 
 #[test]

@@ -10,7 +10,6 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use warden_tests::netns::{self, HostsEntry, TestNet};
 use warden_tests::TestEnv;
@@ -64,66 +63,14 @@ fn results(shown: &str) -> BTreeMap<String, Value> {
     out
 }
 
-/// Runs warden with `args` under a pty (python's pty.fork) in `cwd`, playing the human:
-/// each `(wait_for, keys)` step waits until the terminal has shown `wait_for` (counted from
-/// the end of the previous match) and then types `keys` (`RESIZE ROWS COLS` resizes the
-/// terminal instead, `SLEEP SECONDS` waits). Returns what the terminal showed
-/// and warden's exit code.
+/// Runs warden with `args` under a pty in `cwd`, playing the human (see
+/// [`warden_tests::under_pty`]); the driver runs with the environment `warden(root)` gives
+/// (HOME, XDG_CONFIG_HOME, managed settings), so warden under it sees only the test's
+/// settings. Returns what the terminal showed and warden's exit code.
 fn under_pty(env: &TestEnv, cwd: &Path, args: &[String], steps: &[(&str, &str)]) -> (String, i32) {
-    let driver = r#"
-import json, os, pty, select, sys, time
-args, steps = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(args[0], args)
-out, seen = b"", 0
-deadline = time.time() + 90
-while time.time() < deadline:
-    if steps:
-        want = steps[0][0].encode()
-        at = out.find(want, seen)
-        if at >= 0:
-            seen = at + len(want)
-            keys = steps.pop(0)[1]
-            if keys.startswith("SLEEP "):
-                time.sleep(float(keys.split()[1]))
-            elif keys.startswith("RESIZE "):
-                import fcntl, struct, termios
-                rows, cols = map(int, keys.split()[1:])
-                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-            else:
-                os.write(fd, keys.encode())
-            continue
-    r, _, _ = select.select([fd], [], [], 0.1)
-    if r:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-if time.time() >= deadline:
-    os.kill(pid, 9)
-    out += b"\nDRIVER TIMEOUT waiting for %r\n" % (steps[:1],)
-_, status = os.waitpid(pid, 0)
-sys.stdout.write(out.decode(errors="replace"))
-sys.stdout.write("\nEXIT %d\n" % os.waitstatus_to_exitcode(status))
-"#;
-    let mut argv = vec![warden_tests::warden_bin().display().to_string()];
-    argv.extend(args.iter().cloned());
-    let steps: Vec<[&str; 2]> = steps.iter().map(|(w, k)| [*w, *k]).collect();
-    // The driver runs with the environment `warden(root)` gives (HOME, XDG_CONFIG_HOME,
-    // managed settings), so warden under it sees only the test's settings.
     let root = env.root();
-    let out = std::process::Command::new(netns::python3())
-        .args([
-            "-c".to_string(),
-            driver.to_string(),
-            serde_json::to_string(&argv).unwrap(),
-            serde_json::to_string(&steps).unwrap(),
-        ])
-        .current_dir(cwd)
+    let mut cmd = std::process::Command::new(netns::python3());
+    cmd.current_dir(cwd)
         .env("HOME", root.join("home"))
         .env("XDG_CONFIG_HOME", root.join("home/.config"))
         .env(
@@ -135,20 +82,9 @@ sys.stdout.write("\nEXIT %d\n" % os.waitstatus_to_exitcode(status))
         .env_remove("HTTPS_PROXY")
         .env_remove("https_proxy")
         .env_remove("NO_PROXY")
-        .env_remove("no_proxy")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let code = text
-        .rsplit_once("EXIT ")
-        .and_then(|(_, c)| c.trim().parse().ok())
-        .unwrap_or_else(|| panic!("the driver did not finish: {text}"));
-    (text, code)
+        .env_remove("no_proxy");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    warden_tests::under_pty(cmd, &args, steps)
 }
 
 #[test]
