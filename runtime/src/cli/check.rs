@@ -80,6 +80,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     };
     let session = args.session.as_deref().unwrap_or("default");
     let mut hook_line = None;
+    // Where a checked command line runs (what a session approval of it is keyed by).
+    let mut placement = crate::policy::command::Placement::Sandboxed;
     let (target, verdict, extra) = if let Some(p) = &args.read {
         let v = policy.check_path(&RealFs, p, Access::Read);
         (p.display().to_string(), v, json!({"access": "read"}))
@@ -95,6 +97,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
     } else if let Some(line) = &args.command {
         let cwd = policy.context.cwd.clone();
         let gate = gate_command(&policy, line, &cwd, !args.unsandboxed, session);
+        placement = gate.placement;
         let mut extra = json!({
             "access": "command",
             "placement": gate.placement,
@@ -126,10 +129,6 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<i32> {
         anyhow::bail!("nothing to check");
     };
     let (verdict, approval) = if args.ask && verdict.decision == Decision::RequiresApproval {
-        let placement = extra
-            .get("placement")
-            .and_then(|p| serde_json::from_value(p.clone()).ok())
-            .unwrap_or(crate::policy::command::Placement::Sandboxed);
         let outcome = ask(args, &policy, store, &target, &verdict, placement)?;
         let mut v = verdict.clone();
         v.decision = if outcome.allowed {

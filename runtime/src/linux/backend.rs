@@ -319,7 +319,7 @@ fn network_plan(policy: &Policy, publish: bool, approver: bool) -> Option<super:
         || e.u64("network.httpProxyPort").is_some()
         || e.u64("network.socksProxyPort").is_some()
         // Hosts the session approved (`--session`).
-        || !policy.approvals.snapshot().domains.is_empty();
+        || policy.approvals.has_domains();
     let all_denied = e
         .strings("network.deniedDomains")
         .iter()

@@ -59,6 +59,11 @@ impl SessionApprovals {
         }
     }
 
+    /// Whether any host was approved.
+    pub fn has_domains(&self) -> bool {
+        self.domains.read().map(|s| !s.is_empty()).unwrap_or(false)
+    }
+
     pub fn covers_domain(&self, host: &Host) -> bool {
         self.domains
             .read()
