@@ -20,6 +20,8 @@ pub struct SandboxCommand {
     pub approvals: Option<std::path::PathBuf>,
     /// `--violations FILE` (backends whose records do not go through `audit/`: macOS).
     pub violations: Option<std::path::PathBuf>,
+    /// `--annotate-stderr` (backends whose records do not go through `audit/`: macOS).
+    pub annotate_stderr: bool,
     /// The run's metrics, when requested (backends that count themselves: macOS).
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
     /// Give the command its own terminal when warden runs on one (whole-process mode,
@@ -85,12 +87,40 @@ pub enum BackendError {
     Profile(#[from] crate::macos::profile::ProfileError),
     #[error("the network proxy could not start (network access fails closed): {0}")]
     Network(String),
+    /// A setting this platform cannot enforce, refused rather than ignored.
+    #[error("{0}")]
+    Unenforceable(String),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Distinct violations a `<sandbox_violations>` block lists; the rest are counted.
+pub const ANNOTATE_MAX: usize = 50;
+
+/// The `<sandbox_violations>` block `--annotate-stderr` appends to the command's stderr, the
+/// same on every backend: one line per distinct violation (at most [`ANNOTATE_MAX`]), how many
+/// more there were, and a warning (records lost); empty when there is nothing to say.
+pub fn annotation_block(lines: &[String], more: u64, warning: Option<&str>) -> String {
+    if lines.is_empty() && more == 0 && warning.is_none() {
+        return String::new();
+    }
+    let mut s = String::from("<sandbox_violations>\n");
+    for l in lines {
+        s.push_str(l);
+        s.push('\n');
+    }
+    if more > 0 {
+        s.push_str(&format!("... and {more} more\n"));
+    }
+    if let Some(w) = warning {
+        s.push_str(&format!("warning: {w}\n"));
+    }
+    s.push_str("</sandbox_violations>\n");
+    s
 }
 
 /// The backend of the platform warden runs on.

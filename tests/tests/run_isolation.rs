@@ -1009,6 +1009,45 @@ fn a_limit_that_no_hierarchy_can_enforce_is_refused() {
 }
 
 #[test]
+fn rlimits_bind_the_command_and_a_misspelt_one_refuses_to_run() {
+    let env = TestEnv::new();
+    let st = env.write_settings(
+        "r.json",
+        r#"{"warden": {"limits": {"rlimits": {"nofile": 64, "fsize": 4096}}}}"#,
+    );
+    // fsize: with SIGXFSZ ignored, the write past 4 KiB fails (EFBIG) instead of killing
+    // head; the file on the host stops at the limit.
+    let out = sh(
+        &env,
+        &["--settings", st.to_str().unwrap()],
+        "ulimit -n; ulimit -Hn; trap '' XFSZ; head -c 10000 /dev/zero > big; echo head=$?",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"64"), "soft nofile: {out:?}");
+    assert_eq!(lines.get(1), Some(&"64"), "hard nofile: {out:?}");
+    assert!(
+        !out.stdout.contains("head=0"),
+        "the oversized write succeeded: {out:?}"
+    );
+    let big = std::fs::metadata(env.project().join("big")).unwrap().len();
+    assert_eq!(
+        big, 4096,
+        "the file on the host is larger than fsize allows"
+    );
+
+    let bad = env.write_settings(
+        "bad.json",
+        r#"{"warden": {"limits": {"rlimits": {"nofiles": 64}}}}"#,
+    );
+    let out = sh(&env, &["--settings", bad.to_str().unwrap()], "touch ran");
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("unknown rlimit `nofiles`"), "{out:?}");
+    assert!(!env.project().join("ran").exists(), "the command ran");
+    assert_nothing_left(&env);
+}
+
+#[test]
 fn globs_in_deny_read_deny_write_and_allow_write_apply_to_existing_matches() {
     let env = TestEnv::new();
     let project = env.project();

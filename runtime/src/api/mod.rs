@@ -55,9 +55,7 @@ pub const EXIT_WARDEN: i32 = crate::cli::EXIT_WARDEN;
 /// The environment variable naming the `warden` binary (second in [`Sandbox`]'s lookup).
 pub const BINARY_ENV: &str = "WARDEN_BIN";
 
-/// Distinct violations the `<sandbox_violations>` block lists; the rest are counted
-/// (`ANNOTATE_MAX` in `audit/mod.rs`).
-const ANNOTATE_MAX: usize = 50;
+use crate::backend::ANNOTATE_MAX;
 
 /// Everything that can go wrong. The command's own failures are not errors: they are its exit
 /// status.
@@ -1219,22 +1217,8 @@ fn annotation_with_losses(violations: &[Violation], lost: Option<&str>) -> Strin
             None => more += v.count,
         }
     }
-    if kept.is_empty() && more == 0 && lost.is_none() {
-        return String::new();
-    }
-    let mut s = String::from("<sandbox_violations>\n");
-    for v in &kept {
-        s.push_str(&v.summary_line());
-        s.push('\n');
-    }
-    if more > 0 {
-        s.push_str(&format!("... and {more} more\n"));
-    }
-    if let Some(lost) = lost {
-        s.push_str(&format!("warning: {lost}\n"));
-    }
-    s.push_str("</sandbox_violations>\n");
-    s
+    let lines: Vec<String> = kept.iter().map(Violation::summary_line).collect();
+    crate::backend::annotation_block(&lines, more, lost)
 }
 
 /// warden's warning about lost audit events on stderr (`warden: warning: N audit events lost

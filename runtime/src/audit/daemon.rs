@@ -778,12 +778,7 @@ fn on_event(state: &State, data: &[u8]) {
     let Some(mut rec) = entry.classifier.classify(&ev, time, cwd.as_deref()) else {
         return;
     };
-    if rec.violation
-        && entry
-            .ignored
-            .iter()
-            .any(|p| Path::new(&rec.target).starts_with(p))
-    {
+    if rec.violation && crate::policy::ignore::is_ignored(&rec.target, &entry.ignored) {
         return;
     }
     rec.sandbox.clone_from(&entry.sandbox);

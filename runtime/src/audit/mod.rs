@@ -73,8 +73,7 @@ pub enum AuditError {
 const POLL: Duration = Duration::from_millis(100);
 /// Polls between two reads of the drop counters for the metrics (about a second).
 const DROPS_EVERY: u32 = 10;
-/// Distinct violations the `<sandbox_violations>` block lists; the rest are counted.
-const ANNOTATE_MAX: usize = 50;
+use crate::backend::ANNOTATE_MAX;
 
 /// The eBPF programs of one `warden run`.
 pub struct Auditor {
@@ -372,12 +371,7 @@ impl Collector {
         if rec.labels.is_empty() {
             rec.labels = inner.labels.clone();
         }
-        if rec.violation
-            && inner
-                .ignored
-                .iter()
-                .any(|p| Path::new(&rec.target).starts_with(p))
-        {
+        if rec.violation && crate::policy::ignore::is_ignored(&rec.target, &inner.ignored) {
             return;
         }
         if let Some(m) = &self.metrics {
@@ -503,22 +497,9 @@ pub fn coalesce(batch: Vec<ViolationRecord>) -> Vec<ViolationRecord> {
 /// The `<sandbox_violations>` block for stderr: one line per distinct violation; empty when
 /// there were none and nothing was lost.
 pub fn annotation(violations: &[ViolationRecord], more: u64, losses: &Losses) -> String {
-    if violations.is_empty() && more == 0 && losses.total() == 0 {
-        return String::new();
-    }
-    let mut s = String::from("<sandbox_violations>\n");
-    for v in violations {
-        s.push_str(&v.summary_line());
-        s.push('\n');
-    }
-    if more > 0 {
-        s.push_str(&format!("... and {more} more\n"));
-    }
-    if losses.total() > 0 {
-        s.push_str(&format!("warning: {}\n", losses_text(losses)));
-    }
-    s.push_str("</sandbox_violations>\n");
-    s
+    let lines: Vec<String> = violations.iter().map(|v| v.summary_line()).collect();
+    let warning = (losses.total() > 0).then(|| losses_text(losses));
+    crate::backend::annotation_block(&lines, more, warning.as_deref())
 }
 
 /// The run's losses so far in `warden_bpf_events_dropped_total`, by reason (totals: counting
@@ -800,31 +781,7 @@ pub fn active() -> bool {
     SESSION.lock().is_ok_and(|s| s.is_some())
 }
 
-/// The `ignoreViolations` paths for a command line: the entries under `*` and under every
-/// command pattern the line starts with, word for word (`"git push"` covers `git push origin
-/// main`, not `git pushx`). Relative paths are taken from the working directory.
-pub fn ignored_paths(policy: &crate::policy::merge::Policy, command_line: &str) -> Vec<PathBuf> {
-    let Some(map) = policy.effective.map_lists.get("ignoreViolations") else {
-        return Vec::new();
-    };
-    let words: Vec<&str> = command_line.split_whitespace().collect();
-    let mut out = Vec::new();
-    for (pattern, paths) in map {
-        let pat: Vec<&str> = pattern.split_whitespace().collect();
-        let applies = pattern.trim() == "*" || (!pat.is_empty() && words.starts_with(&pat));
-        if !applies {
-            continue;
-        }
-        for p in paths.iter().filter_map(|v| v.value.as_str()) {
-            out.push(crate::policy::path::expand_path(
-                p,
-                &policy.context.cwd,
-                &policy.context.home,
-            ));
-        }
-    }
-    out
-}
+pub use crate::policy::ignore::ignored_paths;
 
 /// Applies [`ignored_paths`] to the run's collector (a no-op without an audit session).
 pub fn set_ignored(paths: Vec<PathBuf>) {

@@ -225,6 +225,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         publish: args.publish.clone(),
         approvals: approvals_socket,
         violations: args.violations.clone(),
+        annotate_stderr: args.annotate_stderr,
         metrics: exporter.as_ref().map(|e| e.metrics()),
         terminal: args.pty || whole,
         live: Some(live.clone()),

@@ -336,16 +336,16 @@ fn resolve_program(plan: &Plan) -> Result<CString, String> {
 }
 
 fn set_rlimit(name: &str, value: u64) -> Result<(), String> {
+    use crate::policy::limits::{unknown_rlimit, Rlimit};
     use nix::sys::resource::{setrlimit, Resource};
-    let res = match name {
-        "nofile" => Resource::RLIMIT_NOFILE,
-        "nproc" => Resource::RLIMIT_NPROC,
-        "core" => Resource::RLIMIT_CORE,
-        "fsize" => Resource::RLIMIT_FSIZE,
-        "as" => Resource::RLIMIT_AS,
-        "cpu" => Resource::RLIMIT_CPU,
-        "stack" => Resource::RLIMIT_STACK,
-        other => return Err(format!("unknown rlimit `{other}` in warden.limits.rlimits")),
+    let res = match Rlimit::from_name(name).ok_or_else(|| unknown_rlimit(name))? {
+        Rlimit::Nofile => Resource::RLIMIT_NOFILE,
+        Rlimit::Nproc => Resource::RLIMIT_NPROC,
+        Rlimit::Core => Resource::RLIMIT_CORE,
+        Rlimit::Fsize => Resource::RLIMIT_FSIZE,
+        Rlimit::As => Resource::RLIMIT_AS,
+        Rlimit::Cpu => Resource::RLIMIT_CPU,
+        Rlimit::Stack => Resource::RLIMIT_STACK,
     };
     setrlimit(res, value, value).map_err(|e| format!("setrlimit {name}: {e}"))
 }

@@ -104,6 +104,8 @@ pub enum PlanError {
     },
     #[error("the working directory {0} does not exist")]
     NoCwd(PathBuf),
+    #[error("{0}")]
+    Limits(String),
 }
 
 /// Agent and editor config directories masked by a placeholder when missing from a writable
@@ -405,6 +407,8 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         .effective
         .bool("network.allowAllUnixSockets")
         .unwrap_or(false);
+    // Checked here, so a misspelt name fails before anything starts.
+    crate::policy::limits::rlimits(p).map_err(PlanError::Limits)?;
     let rlimits = p
         .effective
         .maps

@@ -197,6 +197,28 @@ pub fn coalesce(records: Vec<Violation>) -> Vec<Violation> {
     out
 }
 
+/// Records whose target lies under an `ignoreViolations` path are dropped (not counted, not
+/// written), as on Linux.
+pub fn drop_ignored(records: Vec<Violation>, ignored: &[std::path::PathBuf]) -> Vec<Violation> {
+    records
+        .into_iter()
+        .filter(|r| !crate::policy::ignore::is_ignored(&r.target, ignored))
+        .collect()
+}
+
+/// The `<sandbox_violations>` block of `--annotate-stderr` for coalesced records, in the same
+/// shape as Linux's.
+pub fn annotation(records: &[Violation]) -> String {
+    let max = crate::backend::ANNOTATE_MAX;
+    let lines: Vec<String> = records
+        .iter()
+        .take(max)
+        .map(Violation::summary_line)
+        .collect();
+    let more: u64 = records.iter().skip(max).map(|r| r.count).sum();
+    crate::backend::annotation_block(&lines, more, None)
+}
+
 /// `log`'s timestamp (`2026-11-21 16:24:15.123456-0800`) as RFC 3339 in UTC with milliseconds
 /// (`2026-11-22T00:24:15.123Z`).
 pub fn utc_rfc3339(ts: &str) -> Option<String> {

@@ -252,3 +252,42 @@ fn the_log_stream_predicate_names_the_tag() {
     assert_eq!(&args[..4], ["stream", "--style", "ndjson", "--predicate"]);
     assert_eq!(args[4], format!("eventMessage ENDSWITH \"{TAG}\""));
 }
+
+fn denial(target: &str, pid: u32) -> Violation {
+    parse_message(
+        &format!("Sandbox: cat({pid}) deny(1) file-read-data {target} {TAG}"),
+        TAG,
+        String::new(),
+    )
+    .expect("a denial")
+}
+
+#[test]
+fn ignored_paths_drop_their_records_only() {
+    let records = vec![
+        denial("/private/var/folders/x/T/cache", 1),
+        denial("/private/var/foldersX", 1),
+        denial("/etc/passwd", 1),
+    ];
+    let kept = drop_ignored(records, &[std::path::PathBuf::from("/private/var/folders")]);
+    let targets: Vec<&str> = kept.iter().map(|r| r.target.as_str()).collect();
+    assert_eq!(targets, ["/private/var/foldersX", "/etc/passwd"]);
+}
+
+#[test]
+fn the_annotation_block_has_the_linux_shape_and_counts_what_it_leaves_out() {
+    assert_eq!(annotation(&[]), "");
+    let block = annotation(&coalesce(vec![denial("/a", 1), denial("/a", 1)]));
+    assert_eq!(
+        block,
+        "<sandbox_violations>\nfile-read file-read-data /a [seatbelt] by cat ×2\n</sandbox_violations>\n"
+    );
+    let many: Vec<Violation> = (0..53).map(|i| denial(&format!("/f{i}"), 1)).collect();
+    let block = annotation(&coalesce(many));
+    assert_eq!(
+        block.lines().count(),
+        2 + crate::backend::ANNOTATE_MAX + 1,
+        "{block}"
+    );
+    assert!(block.contains("... and 3 more\n"), "{block}");
+}

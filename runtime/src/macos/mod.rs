@@ -27,6 +27,67 @@ pub fn random_hex(bytes: usize) -> std::io::Result<String> {
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// What the macOS backend enforces of `warden.limits`: the rlimits (setrlimit before exec),
+/// and the cgroup limits it cannot (macOS has no cgroups) with the warning to print.
+#[derive(Debug, PartialEq)]
+pub struct Limits {
+    pub rlimits: Vec<(crate::policy::limits::Rlimit, u64)>,
+    /// Set when cgroup limits are asked for and `failIfUnavailable` is false.
+    pub warning: Option<String>,
+}
+
+/// `warden.limits` for macOS. A cgroup limit (`pidsMax`, `memoryMax`, `cpuMax`) has no
+/// macOS equivalent: refused (fail closed) unless `failIfUnavailable` is false, then run
+/// without it and say so.
+pub fn limits(policy: &crate::policy::merge::Policy) -> Result<Limits, String> {
+    let rlimits = crate::policy::limits::rlimits(policy)?;
+    let cgroup: Vec<&str> = crate::policy::limits::cgroup_limits(policy)
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    if cgroup.is_empty() {
+        return Ok(Limits {
+            rlimits,
+            warning: None,
+        });
+    }
+    let what = format!(
+        "{} cannot be enforced on macOS (there are no cgroups; warden.limits.rlimits can be)",
+        cgroup.join(", ")
+    );
+    if policy.fail_if_unavailable() {
+        return Err(format!(
+            "{what}: remove it, or set `failIfUnavailable: false` to run without it"
+        ));
+    }
+    Ok(Limits {
+        rlimits,
+        warning: Some(format!(
+            "warden: warning: running without {what} (failIfUnavailable is false)"
+        )),
+    })
+}
+
+/// macOS reports real paths (`/private/var/…` for `/var/…`, `/private/tmp`, `/private/etc`):
+/// each ignored path with its resolved form too, so `ignoreViolations` entries written
+/// either way match.
+pub fn ignored_with_real_paths(paths: Vec<std::path::PathBuf>) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::with_capacity(paths.len() * 2);
+    for p in paths {
+        if let Ok(real) = std::fs::canonicalize(&p) {
+            if real != p {
+                out.push(real);
+            }
+        }
+        out.push(p);
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "mod_tests.rs"]
+mod tests;
+
 #[cfg(target_os = "macos")]
 mod backend {
     use super::logstream::{self, Violation};
@@ -80,7 +141,24 @@ mod backend {
         network: Option<NetService>,
         violations_file: Option<PathBuf>,
         metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+        annotate_stderr: bool,
+        /// `ignoreViolations` paths of this command (with their real paths).
+        ignored: Vec<PathBuf>,
         _workspace: MacosWorkspace,
+    }
+
+    /// The macOS resource number of an rlimit.
+    fn rlimit_resource(r: crate::policy::limits::Rlimit) -> libc::c_int {
+        use crate::policy::limits::Rlimit;
+        match r {
+            Rlimit::Nofile => libc::RLIMIT_NOFILE,
+            Rlimit::Nproc => libc::RLIMIT_NPROC,
+            Rlimit::Core => libc::RLIMIT_CORE,
+            Rlimit::Fsize => libc::RLIMIT_FSIZE,
+            Rlimit::As => libc::RLIMIT_AS,
+            Rlimit::Cpu => libc::RLIMIT_CPU,
+            Rlimit::Stack => libc::RLIMIT_STACK,
+        }
     }
 
     fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> BackendError {
@@ -135,6 +213,23 @@ mod backend {
                 .thread_block()
                 .map_err(|e| io("blocking signals")(e.into()))?;
 
+            let limits = super::limits(policy).map_err(BackendError::Unenforceable)?;
+            if let Some(w) = &limits.warning {
+                eprintln!("{w}");
+            }
+            let rlimits: Vec<(libc::c_int, libc::rlim_t)> = limits
+                .rlimits
+                .iter()
+                .map(|(r, v)| (rlimit_resource(*r), *v as libc::rlim_t))
+                .collect();
+            let line = command
+                .argv
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let ignored =
+                super::ignored_with_real_paths(crate::policy::ignore::ignored_paths(policy, &line));
             let tag = format!(
                 "warden-{}",
                 super::random_hex(8).map_err(io("reading /dev/urandom"))?
@@ -185,13 +280,23 @@ mod backend {
                 .envs(env)
                 .current_dir(&policy.context.cwd);
             // SAFETY: the closure runs in the child between fork and exec and calls only
-            // setsid(2), which is async-signal-safe. A new session has no controlling
-            // terminal, so the command cannot push input into the caller's terminal (TIOCSTI).
+            // setsid(2) and setrlimit(2), which are async-signal-safe, on data prepared before
+            // the fork (no allocation). A new session has no controlling terminal, so the
+            // command cannot push input into the caller's terminal (TIOCSTI).
             unsafe {
-                cmd.pre_exec(|| {
-                    nix::unistd::setsid()
-                        .map(|_| ())
-                        .map_err(std::io::Error::from)
+                cmd.pre_exec(move || {
+                    nix::unistd::setsid().map_err(std::io::Error::from)?;
+                    for (resource, value) in &rlimits {
+                        let lim = libc::rlimit {
+                            rlim_cur: *value,
+                            rlim_max: *value,
+                        };
+                        // SAFETY: `lim` is a valid rlimit that outlives the call.
+                        if libc::setrlimit(*resource, &lim) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
                 });
             }
             let child = cmd.spawn().map_err(io("starting sandbox-exec"))?;
@@ -216,6 +321,8 @@ mod backend {
                 network,
                 violations_file,
                 metrics: command.metrics.clone(),
+                annotate_stderr: command.annotate_stderr,
+                ignored,
                 _workspace: ws,
             })
         }
@@ -261,14 +368,18 @@ mod backend {
                 }
             }
             if let Some(m) = self.monitor.take() {
-                let records = logstream::coalesce(m.stop());
+                let records = logstream::drop_ignored(logstream::coalesce(m.stop()), &self.ignored);
                 if let Some(metrics) = &self.metrics {
                     for r in &records {
                         metrics.violation(r.kind.name(), &r.operation, r.layer, r.count);
                     }
                 }
-                for r in &records {
-                    eprintln!("warden: violation: {}", r.summary_line());
+                if self.annotate_stderr {
+                    eprint!("{}", logstream::annotation(&records));
+                } else {
+                    for r in &records {
+                        eprintln!("warden: violation: {}", r.summary_line());
+                    }
                 }
                 if let Some(path) = &self.violations_file {
                     if let Err(e) = append_jsonl(path, &records) {

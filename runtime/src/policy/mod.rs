@@ -9,6 +9,8 @@ pub mod decision;
 pub mod domain;
 pub mod fsview;
 pub mod hook;
+pub mod ignore;
+pub mod limits;
 pub mod live;
 pub mod load;
 pub mod mandatory;
