@@ -31,7 +31,7 @@ pub fn run(args: &ProfileArgs) -> anyhow::Result<i32> {
     let policy = args.policy.load()?;
     match args.platform {
         Platform::Macos => {
-            let proxy = crate::macos::env::wants_network(&policy).then_some(ProxyPorts {
+            let proxy = policy.wants_proxy(false).then_some(ProxyPorts {
                 http: args.http_port,
                 socks: args.socks_port,
             });

@@ -202,6 +202,7 @@ impl Backend for LinuxBackend {
                             socks: l.socks,
                             dns_udp: l.dns_udp,
                             dns_tcp: l.dns_tcp,
+                            token: None,
                         };
                         let publish = np.connector.then(|| {
                             let chan = std::sync::Mutex::new(chan);
@@ -314,21 +315,7 @@ fn limits(policy: &Policy) -> Limits {
 /// that decides — and not
 /// everything denied (`--no-network` denies `*`); and pid 1's connector for `--publish`.
 fn network_plan(policy: &Policy, publish: bool, approver: bool) -> Option<super::net::NetworkPlan> {
-    let e = &policy.effective;
-    let allowed = !e.strings("network.allowedDomains").is_empty()
-        || e.u64("network.httpProxyPort").is_some()
-        || e.u64("network.socksProxyPort").is_some()
-        // Hosts the session approved (`--session`).
-        || policy.approvals.has_domains();
-    let all_denied = e
-        .strings("network.deniedDomains")
-        .iter()
-        .any(|r| &*r.pattern == "*");
-    // With an approver, hosts in no list can be allowed at run time.
-    let askable = approver
-        && policy.context.approver_attached
-        && !e.bool("network.strictAllowlist").unwrap_or(false);
-    let proxy = (allowed || askable) && !all_denied;
+    let proxy = policy.wants_proxy(approver);
     (proxy || publish).then(|| super::net::NetworkPlan {
         proxy,
         dns: proxy,

@@ -87,19 +87,6 @@ pub fn command_env(
     env
 }
 
-/// Whether the policy can allow any destination, so the sandbox gets a proxy: an
-/// `allowedDomains` entry, and not everything denied (`--no-network` denies `*`). The same
-/// rule as the Linux backend's.
-pub fn wants_network(policy: &Policy) -> bool {
-    let e = &policy.effective;
-    let allowed = !e.strings("network.allowedDomains").is_empty();
-    let all_denied = e
-        .strings("network.deniedDomains")
-        .iter()
-        .any(|r| &*r.pattern == "*");
-    allowed && !all_denied
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,7 +138,7 @@ mod backend {
     pub struct MacosSandbox {
         child: Child,
         monitor: Option<LogMonitor>,
-        network: Option<NetService>,
+        network: Option<crate::net::service::Service>,
         violations_file: Option<PathBuf>,
         metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
         annotate_stderr: bool,
@@ -234,8 +234,18 @@ mod backend {
                 "warden-{}",
                 super::random_hex(8).map_err(io("reading /dev/urandom"))?
             );
-            let (network, proxy) = if super::env::wants_network(policy) {
-                let (svc, ports, token) = start_network(policy)?;
+            // Who answers what the policy leaves to approval: the control channel, else the
+            // terminal when warden runs interactively (as on Linux).
+            let approver = match &command.approvals {
+                Some(path) => Some(crate::net::service::ApproverSpec::Channel(path.clone())),
+                None if policy.context.approver_attached => {
+                    crate::approve::tty::TtyApprover::open()
+                        .map(crate::net::service::ApproverSpec::Tty)
+                }
+                None => None,
+            };
+            let (network, proxy) = if policy.wants_proxy(approver.is_some()) {
+                let (svc, ports, token) = start_network(policy, command, approver)?;
                 (Some(svc), Some((ports, token)))
             } else {
                 (None, None)
@@ -404,18 +414,14 @@ mod backend {
         Ok(())
     }
 
-    /// The running proxy; it lives until the process exits.
-    struct NetService {
-        events: Arc<crate::net::event::MemorySink>,
-    }
-
     /// The proxy on two ephemeral localhost ports, requiring a fresh token (any local process
-    /// can reach these ports; on Linux the listeners live inside the sandbox instead, which is
-    /// why `net::service::start` has no token). Built here from the proxy's parts so the
-    /// Linux service is untouched.
-    fn start_network(policy: &Policy) -> Result<(NetService, ProxyPorts, String), BackendError> {
-        use crate::net::event::{EventSink, MemorySink};
-        use crate::net::proxy::{Proxy, ProxyConfig};
+    /// can reach these ports; on Linux the listeners live inside the sandbox instead). The
+    /// same service as Linux's: live policy, approvals, session approvals, parent proxy.
+    fn start_network(
+        policy: &Policy,
+        command: &SandboxCommand,
+        approver: Option<crate::net::service::ApproverSpec>,
+    ) -> Result<(crate::net::service::Service, ProxyPorts, String), BackendError> {
         let bind = || -> Result<std::net::TcpListener, BackendError> {
             let l = std::net::TcpListener::bind(("127.0.0.1", 0))
                 .map_err(io("binding the proxy on localhost"))?;
@@ -434,92 +440,25 @@ mod backend {
             socks: port(&socks)?,
         };
         let token = super::random_hex(16).map_err(io("reading /dev/urandom"))?;
-        let net_err = |e: String| BackendError::Network(e);
-        let parent = crate::net::upstream::ParentProxy::from_policy(policy)
-            .map_err(|e| net_err(e.to_string()))?;
-        let external = |key: &str| -> Result<Option<u16>, BackendError> {
-            match policy.effective.u64(key) {
-                None => Ok(None),
-                Some(p) => u16::try_from(p)
-                    .ok()
-                    .filter(|p| *p != 0)
-                    .map(Some)
-                    .ok_or_else(|| net_err(format!("{key} {p} is not a port"))),
-            }
-        };
-        let (external_http, external_socks) = (
-            external("network.httpProxyPort")?,
-            external("network.socksProxyPort")?,
-        );
-        crate::net::proxy::raise_nofile_limit();
-        let events = MemorySink::new();
-        let sink: Arc<dyn EventSink> = events.clone();
-        let policy = Arc::new(policy.clone());
-        let proxy_token = token.clone();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("warden-proxy")
-            .enable_all()
-            .build()
-            .map_err(io("starting the proxy's runtime"))?;
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
-        std::thread::Builder::new()
-            .name("warden-net".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let setup = async {
-                        let resolver = crate::net::resolve::Resolver::from_system()
-                            .map_err(|e| e.to_string())?;
-                        let guard = crate::net::guard::AddressGuard::new(
-                            crate::net::guard::GuardConfig::from_policy(&policy),
-                        );
-                        let http =
-                            tokio::net::TcpListener::from_std(http).map_err(|e| e.to_string())?;
-                        let socks =
-                            tokio::net::TcpListener::from_std(socks).map_err(|e| e.to_string())?;
-                        let proxy = Proxy::new(ProxyConfig {
-                            policy: crate::policy::live::LivePolicy::new(policy),
-                            resolver,
-                            guard,
-                            events: sink,
-                            token: Some(proxy_token),
-                            parent,
-                            approvals: None,
-                        });
-                        Ok::<_, String>((proxy, http, socks))
-                    };
-                    match setup.await {
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                        }
-                        Ok((proxy, http, socks)) => {
-                            match external_http {
-                                Some(p) => drop(tokio::spawn(crate::net::upstream::relay(http, p))),
-                                None => drop(tokio::spawn(crate::net::proxy::http::serve(
-                                    proxy.clone(),
-                                    http,
-                                ))),
-                            }
-                            match external_socks {
-                                Some(p) => {
-                                    drop(tokio::spawn(crate::net::upstream::relay(socks, p)))
-                                }
-                                None => drop(tokio::spawn(crate::net::proxy::socks::serve(
-                                    proxy, socks,
-                                ))),
-                            }
-                            let _ = ready_tx.send(Ok(()));
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                })
-            })
-            .map_err(io("starting the proxy thread"))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok((NetService { events }, ports, token)),
-            Ok(Err(e)) => Err(net_err(e)),
-            Err(_) => Err(net_err("the proxy thread ended before it was ready".into())),
-        }
+        let service = crate::net::service::start(
+            crate::net::service::Sockets {
+                http: Some(http),
+                socks: Some(socks),
+                dns_udp: None,
+                dns_tcp: None,
+                token: Some(token.clone()),
+            },
+            command
+                .live
+                .clone()
+                .unwrap_or_else(|| crate::policy::live::LivePolicy::new(Arc::new(policy.clone()))),
+            None,
+            None,
+            approver,
+            command.session.clone(),
+        )
+        .map_err(|e| BackendError::Network(e.to_string()))?;
+        Ok((service, ports, token))
     }
 
     /// `log stream` for this sandbox's tag, read on a thread.

@@ -15,6 +15,10 @@ pub struct Sockets {
     pub socks: Option<std::net::TcpListener>,
     pub dns_udp: Option<std::net::UdpSocket>,
     pub dns_tcp: Option<std::net::TcpListener>,
+    /// The credentials clients must present. `None` where only the sandbox reaches the
+    /// listeners (Linux: they live in its net namespace, behind the bridge); macOS serves on
+    /// the host's loopback, where any local process could connect, so a per-sandbox token.
+    pub token: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +112,7 @@ pub fn start(
     let user_settings = user_settings_file();
     let external_http = port("network.httpProxyPort")?;
     let external_socks = port("network.socksProxyPort")?;
+    let token = sockets.token.clone();
     let memory = MemorySink::new();
     let sink: Arc<dyn EventSink> = Arc::new(Tee {
         memory: memory.clone(),
@@ -183,7 +188,7 @@ pub fn start(
                         resolver,
                         guard,
                         events: sink,
-                        token: None,
+                        token,
                         parent,
                         approvals,
                     });

@@ -379,6 +379,26 @@ impl Policy {
         self.effective.bool("enabled").unwrap_or(true)
     }
 
+    /// Whether the sandbox gets a proxy (every backend asks here): something can be allowed —
+    /// an `allowedDomains` entry, an external proxy port, a host the session approved, or,
+    /// with someone to ask (`approver`, and `network.strictAllowlist` off), any host — and
+    /// not everything is denied (`--no-network` denies `*`).
+    pub fn wants_proxy(&self, approver: bool) -> bool {
+        let e = &self.effective;
+        let allowed = !e.strings("network.allowedDomains").is_empty()
+            || e.u64("network.httpProxyPort").is_some()
+            || e.u64("network.socksProxyPort").is_some()
+            || self.approvals.has_domains();
+        let all_denied = e
+            .strings("network.deniedDomains")
+            .iter()
+            .any(|r| &*r.pattern == "*");
+        let askable = approver
+            && self.context.approver_attached
+            && !e.bool("network.strictAllowlist").unwrap_or(false);
+        (allowed || askable) && !all_denied
+    }
+
     /// Refuse to run when isolation cannot be established (`failIfUnavailable`, default true).
     pub fn fail_if_unavailable(&self) -> bool {
         self.effective.bool("failIfUnavailable").unwrap_or(true)

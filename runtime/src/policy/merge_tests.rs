@@ -332,3 +332,36 @@ fn a_session_approved_host_is_allowed_with_or_without_an_approver_but_never_past
         );
     }
 }
+
+#[test]
+fn a_proxy_is_started_when_anything_could_be_allowed_and_not_everything_is_denied() {
+    let fs = crate::policy::fsview::MemFs::new();
+    let build = |json: &str, attached: bool| {
+        let mut c = ctx();
+        c.approver_attached = attached;
+        Policy::build(&[lay(Layer::User, 0, "/u.json", json)], c, &fs).unwrap()
+    };
+    // Nothing allowed, nobody to ask: no proxy.
+    assert!(!build("{}", false).wants_proxy(false));
+    assert!(!build("{}", true).wants_proxy(false));
+    // Someone to ask (attached and an approver): any host could be allowed.
+    assert!(build("{}", true).wants_proxy(true));
+    assert!(
+        !build("{}", false).wants_proxy(true),
+        "an approver nobody attends"
+    );
+    assert!(!build(r#"{"network": {"strictAllowlist": true}}"#, true).wants_proxy(true));
+    // Allowed hosts, external proxy ports, session-approved hosts.
+    assert!(build(r#"{"network": {"allowedDomains": ["a.example"]}}"#, false).wants_proxy(false));
+    assert!(build(r#"{"network": {"httpProxyPort": 3128}}"#, false).wants_proxy(false));
+    let p = build("{}", false);
+    p.approvals
+        .approve_domain(&crate::policy::domain::canonical_host("a.example").unwrap());
+    assert!(p.wants_proxy(false));
+    // Everything denied wins over all of it.
+    assert!(!build(
+        r#"{"network": {"allowedDomains": ["a.example"], "deniedDomains": ["*"]}}"#,
+        true
+    )
+    .wants_proxy(true));
+}
