@@ -160,7 +160,7 @@ impl Backend for LinuxBackend {
                 source: e.into(),
             })?;
         let mut placeholders =
-            super::placeholder::hold(&plan.placeholders, &mut |ph| janitor.placeholder(ph))
+            super::placeholder::hold(&plan.placeholders, &mut |list| janitor.placeholders(list))
                 .map_err(|source| BackendError::Io {
                     what: "holding protected placeholders",
                     source,

@@ -66,14 +66,19 @@ impl Janitor {
         self.send(CGROUP, path);
     }
 
-    /// Reports a placeholder this run created, removed if it is still empty.
-    pub fn placeholder(&mut self, ph: &Placeholder) {
-        let tag = if ph.dir {
-            PLACEHOLDER_DIR
-        } else {
-            PLACEHOLDER_FILE
-        };
-        self.send(tag, &ph.path);
+    /// Reports placeholders this run may create, removed if still empty (and marked and
+    /// unheld), in one write: each write wakes the janitor.
+    pub fn placeholders(&mut self, list: &[Placeholder]) {
+        let mut records = Vec::new();
+        for ph in list {
+            let tag = if ph.dir {
+                PLACEHOLDER_DIR
+            } else {
+                PLACEHOLDER_FILE
+            };
+            records.extend(record(tag, &ph.path));
+        }
+        self.write(&records);
     }
 
     /// Reports a unix socket file this run binds (the approvals channel), removed if it is
@@ -83,14 +88,23 @@ impl Janitor {
     }
 
     fn send(&mut self, tag: u8, path: &Path) {
-        let mut record = Vec::with_capacity(path.as_os_str().len() + 2);
-        record.push(tag);
-        record.extend_from_slice(path.as_os_str().as_bytes());
-        record.push(0);
+        self.write(&record(tag, path));
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
         // A failed write (the janitor died) cannot be helped here; the supervisor still
         // cleans up after a normal exit.
-        let _ = self.pipe.write_all(&record);
+        let _ = self.pipe.write_all(bytes);
     }
+}
+
+/// One record: the tag, the path, a NUL.
+fn record(tag: u8, path: &Path) -> Vec<u8> {
+    let mut record = Vec::with_capacity(path.as_os_str().len() + 2);
+    record.push(tag);
+    record.extend_from_slice(path.as_os_str().as_bytes());
+    record.push(0);
+    record
 }
 
 /// What the janitor was told, parsed from the pipe's bytes; a record cut short by the

@@ -55,8 +55,24 @@ enum Found {
 }
 
 /// Creates the missing entries of `list` and takes a shared lock on every marked one.
-/// `record` hears of each path before warden may create something there (for the janitor).
-pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&Placeholder)) -> io::Result<Held> {
+/// `record` hears of each path before warden may create something there (for the janitor):
+/// first every entry and its first temporary name in one batch (one message to the janitor
+/// instead of two per entry; announcing an entry that exists is harmless, the janitor removes
+/// only marked, empty, unheld placeholders), then each further temporary name a retry uses.
+pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&[Placeholder])) -> io::Result<Held> {
+    let batch: Vec<Placeholder> = list
+        .iter()
+        .flat_map(|ph| {
+            [
+                Placeholder {
+                    path: temp_name(&ph.path, 0),
+                    dir: ph.dir,
+                },
+                ph.clone(),
+            ]
+        })
+        .collect();
+    record(&batch);
     let mut held = Held::default();
     for ph in list {
         match hold_one(ph, record) {
@@ -77,7 +93,10 @@ pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&Placeholder)) -> io::R
     Ok(held)
 }
 
-fn hold_one(ph: &Placeholder, record: &mut dyn FnMut(&Placeholder)) -> io::Result<Option<OwnedFd>> {
+fn hold_one(
+    ph: &Placeholder,
+    record: &mut dyn FnMut(&[Placeholder]),
+) -> io::Result<Option<OwnedFd>> {
     for attempt in 0..ATTEMPTS {
         match find(&ph.path)? {
             Found::Foreign => return Ok(None),
@@ -93,8 +112,9 @@ fn hold_one(ph: &Placeholder, record: &mut dyn FnMut(&Placeholder)) -> io::Resul
                     path: temp_name(&ph.path, attempt),
                     dir: ph.dir,
                 };
-                record(&temp);
-                record(ph);
+                if attempt > 0 {
+                    record(std::slice::from_ref(&temp));
+                }
                 match create(ph, &temp.path) {
                     Ok(fd) => return Ok(fd),
                     // Someone else's appeared first: share it.

@@ -9,7 +9,10 @@ fn dir_ph(path: &Path) -> Placeholder {
 
 fn hold_list(list: &[Placeholder]) -> (Held, Vec<PathBuf>) {
     let mut recorded = Vec::new();
-    let held = hold(list, &mut |ph| recorded.push(ph.path.clone())).unwrap();
+    let held = hold(list, &mut |phs| {
+        recorded.extend(phs.iter().map(|ph| ph.path.clone()))
+    })
+    .unwrap();
     (held, recorded)
 }
 

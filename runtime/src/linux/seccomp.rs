@@ -164,8 +164,19 @@ pub enum SeccompError {
 /// Compiles the filter for the running architecture. Deterministic: the same options always
 /// give the same program. Call it before forking.
 pub fn build(opts: &SeccompOptions) -> Result<BpfProgram, SeccompError> {
+    let (mut prog, ruled) = build_linear(opts)?;
+    insert_dispatch(&mut prog, opts, &ruled)?;
+    Ok(prog)
+}
+
+/// The program without the dispatch tree, and the system call numbers that have rules.
+fn build_linear(opts: &SeccompOptions) -> Result<(BpfProgram, Vec<u32>), SeccompError> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(SeccompError::Compile)?;
     let rules = rules(opts)?;
+    let ruled: Vec<u32> = rules
+        .keys()
+        .filter_map(|nr| u32::try_from(*nr).ok())
+        .collect();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -175,7 +186,7 @@ pub fn build(opts: &SeccompOptions) -> Result<BpfProgram, SeccompError> {
     .map_err(SeccompError::Compile)?;
     let mut prog: BpfProgram = filter.try_into().map_err(SeccompError::Compile)?;
     patch_prefix(&mut prog, arch_audit_value(arch), opts)?;
-    Ok(prog)
+    Ok((prog, ruled))
 }
 
 /// Installs `prog` on the calling thread (the command's process is single-threaded at that
@@ -428,6 +439,129 @@ fn patch_prefix(
         return Err(SeccompError::TooLarge(prog.len()));
     }
     Ok(())
+}
+
+/// Where a dispatch-tree branch goes.
+#[derive(Clone, Copy)]
+enum Target {
+    Node(usize),
+    Allow,
+    Body,
+}
+
+/// Inserts a binary search on the system call number between the prefix block and
+/// seccompiler's body: numbers without a rule (almost all) are allowed after about log2(rules)
+/// comparisons, the others go on to the body's per-syscall chains. seccompiler's body is one
+/// linear chain of `JEQ nr` tests, so without this every allowed call walks all of them — at
+/// run time before the kernel's action cache is built, and, which is what costs, when the
+/// kernel builds that cache: attaching the filter emulates it once per system call number
+/// (measured: 0.36 ms for our 329 instructions, against 45 µs for a 3-instruction filter).
+///
+/// Equivalent by construction (the body's own default for an unruled number is Allow), and
+/// checked by the tests against the program without the tree for every number. Skipped, not
+/// an error, if a jump would not fit the 8-bit offsets (the body alone is correct).
+fn insert_dispatch(
+    prog: &mut BpfProgram,
+    opts: &SeccompOptions,
+    ruled: &[u32],
+) -> Result<(), SeccompError> {
+    // Where the prefix block ends: after `LD nr`, the x32 pair and the clone3 pair.
+    let mut at = 4;
+    if cfg!(target_arch = "x86_64") {
+        at += 2;
+    }
+    if !opts.allow_namespaces {
+        at += 2;
+    }
+    if prog.len() < at {
+        return Err(SeccompError::Layout(
+            "program shorter than the prefix block",
+        ));
+    }
+    let Some(tree) = dispatch_tree(ruled) else {
+        return Ok(());
+    };
+    prog.splice(at..at, tree);
+    if prog.len() > MAX_INSTRUCTIONS {
+        return Err(SeccompError::TooLarge(prog.len()));
+    }
+    Ok(())
+}
+
+/// The tree for `ruled` (syscall numbers with rules), the number already in the accumulator,
+/// followed by `RET ALLOW`; it falls through past that to the body. `None` when a jump would
+/// not fit or there is nothing to dispatch.
+fn dispatch_tree(ruled: &[u32]) -> Option<Vec<sock_filter>> {
+    let mut nrs = ruled.to_vec();
+    nrs.sort_unstable();
+    nrs.dedup();
+    // Intervals [start_i, start_{i+1}): runs of ruled numbers ("body") and the gaps between
+    // them ("allow"), from 0 up.
+    let mut starts: Vec<(u32, bool)> = Vec::new();
+    let mut run_end: Option<u32> = None; // the end (exclusive) of the current run
+    for &n in &nrs {
+        if run_end == Some(n) {
+            run_end = n.checked_add(1);
+            continue;
+        }
+        match run_end {
+            Some(end) => starts.push((end, false)),
+            None if starts.is_empty() && n > 0 => starts.push((0, false)),
+            None => {}
+        }
+        starts.push((n, true));
+        run_end = n.checked_add(1);
+    }
+    if let Some(end) = run_end {
+        starts.push((end, false));
+    }
+    if starts.len() < 2 {
+        return None;
+    }
+    // Nodes in preorder: (split value, target if >=, target if <).
+    let mut nodes: Vec<(u32, Target, Target)> = Vec::new();
+    fn build(
+        starts: &[(u32, bool)],
+        lo: usize,
+        hi: usize,
+        nodes: &mut Vec<(u32, Target, Target)>,
+    ) -> Target {
+        if hi - lo == 1 {
+            return if starts[lo].1 {
+                Target::Body
+            } else {
+                Target::Allow
+            };
+        }
+        let mid = (lo + hi) / 2;
+        let me = nodes.len();
+        nodes.push((starts[mid].0, Target::Allow, Target::Allow));
+        let below = build(starts, lo, mid, nodes);
+        let above = build(starts, mid, hi, nodes);
+        nodes[me].1 = above;
+        nodes[me].2 = below;
+        Target::Node(me)
+    }
+    let root = build(&starts, 0, starts.len(), &mut nodes);
+    if !matches!(root, Target::Node(0)) {
+        return None;
+    }
+    let allow_at = nodes.len();
+    let body_at = allow_at + 1;
+    let offset = |from: usize, to: Target| -> Option<u8> {
+        let to = match to {
+            Target::Node(i) => i,
+            Target::Allow => allow_at,
+            Target::Body => body_at,
+        };
+        u8::try_from(to.checked_sub(from + 1)?).ok()
+    };
+    let mut out = Vec::with_capacity(nodes.len() + 1);
+    for (i, (k, ge, lt)) in nodes.iter().enumerate() {
+        out.push(jump(BPF_JMP_JGE_K, *k, offset(i, *ge)?, offset(i, *lt)?));
+    }
+    out.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+    Some(out)
 }
 
 #[cfg(test)]

@@ -114,12 +114,25 @@ fn prefix_is_patched_as_documented() {
     assert_eq!(prog[5], stmt(BPF_RET_K, DENY));
     assert_eq!(prog[6], jump(BPF_JMP_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
     assert_eq!(prog[7], stmt(BPF_RET_K, DENY_NOSYS));
-    // seccompiler's body starts again with loading the syscall number.
-    assert_eq!(prog[8], stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR));
+    // Then the dispatch tree (JGE nodes, then RET ALLOW), then seccompiler's body, which
+    // starts again with loading the syscall number.
+    let body = |prog: &[sock_filter], tree_at: usize| {
+        let allow = tree_at
+            + prog[tree_at..]
+                .iter()
+                .position(|i| i.code != BPF_JMP_JGE_K)
+                .unwrap();
+        assert!(allow > tree_at + 10, "a tree of {} nodes", allow - tree_at);
+        assert_eq!(prog[allow], stmt(BPF_RET_K, ALLOW));
+        allow + 1
+    };
+    let at = body(&prog, 8);
+    assert_eq!(prog[at], stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR));
 
     let nested = build(&permissive_opts()).unwrap();
     assert_eq!(nested[5], stmt(BPF_RET_K, DENY));
-    assert_eq!(nested[6], stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR));
+    let at = body(&nested, 6);
+    assert_eq!(nested[at], stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR));
 }
 
 #[test]
@@ -599,4 +612,112 @@ fn install_refuses_empty_and_oversized_programs() {
     assert!(matches!(install(&Vec::new()), Err(SeccompError::Empty)));
     let huge = vec![stmt(BPF_RET_K, ALLOW); MAX_INSTRUCTIONS + 1];
     assert!(matches!(install(&huge), Err(SeccompError::TooLarge(_))));
+}
+
+#[test]
+fn the_dispatch_tree_changes_no_verdict_and_shortens_the_path_of_allowed_calls() {
+    for opts in [
+        default_opts(),
+        permissive_opts(),
+        SeccompOptions {
+            allow_unix_sockets: true,
+            allow_namespaces: false,
+        },
+    ] {
+        let (linear, ruled) = build_linear(&opts).unwrap();
+        let tree = build(&opts).unwrap();
+        assert!(tree.len() > linear.len(), "no tree was inserted");
+        let arg_sets = [
+            a(&[]),
+            a(&[u(libc::AF_UNIX), 1, 0]),
+            a(&[u(libc::AF_NETLINK), 3, 9]),
+            a(&[0, libc::TIOCSTI]),
+            a(&[(libc::CLONE_NEWUSER as u64) | 17]),
+            a(&[u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX, u64::MAX]),
+            a(&[1, 1 << 32, 0xffff_ffff]),
+        ];
+        let mut nrs: Vec<i64> = (0..1100).collect();
+        nrs.extend([0x3fff_ffff, 0x4000_0000, 0x4000_0001, i64::from(u32::MAX)]);
+        for nr in nrs {
+            for args in arg_sets {
+                for arch in [AUDIT_ARCH_X86_64, 0x4000_0003] {
+                    assert_eq!(
+                        eval(&tree, arch, nr, args),
+                        eval(&linear, arch, nr, args),
+                        "nr {nr} arch {arch:#x} args {args:?}"
+                    );
+                }
+            }
+        }
+        // An allowed call now decides in a handful of comparisons.
+        let steps = |prog: &[sock_filter], nr: i64| count_steps(prog, nr);
+        let unruled = (0..450).find(|n| !ruled.contains(&(*n as u32))).unwrap();
+        assert!(steps(&tree, unruled) <= 16, "{}", steps(&tree, unruled));
+        assert!(steps(&linear, 0) > 2 * steps(&tree, 0));
+    }
+}
+
+#[test]
+fn the_dispatch_tree_covers_edges() {
+    // Runs, a number 0, the top of the range; every number lands where its run says.
+    for ruled in [
+        vec![0u32],
+        vec![0, 1, 2, 7, 9, 10],
+        vec![5, u32::MAX],
+        vec![3, 4, 5],
+        (0..60).map(|n| n * 3).collect(),
+    ] {
+        let mut tree = dispatch_tree(&ruled).unwrap();
+        // The body: one distinct verdict, so "went to the body" is visible.
+        tree.push(stmt(BPF_RET_K, 0xdead));
+        let mut prog = vec![stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR)];
+        prog.extend(tree);
+        let mut probe: Vec<u32> = (0..700).collect();
+        probe.extend([u32::MAX - 1, u32::MAX]);
+        for nr in probe {
+            let want = if ruled.contains(&nr) { 0xdead } else { ALLOW };
+            assert_eq!(
+                eval(&prog, 0, i64::from(nr), a(&[])),
+                want,
+                "{nr} in {ruled:?}"
+            );
+        }
+    }
+    assert!(dispatch_tree(&[]).is_none());
+    // Too many runs for 8-bit jumps: no tree (the linear body stays correct).
+    assert!(dispatch_tree(&(0..2000).map(|n| n * 2).collect::<Vec<_>>()).is_none());
+}
+
+/// Instructions executed for a native call without arguments.
+fn count_steps(prog: &[sock_filter], nr: i64) -> usize {
+    let mut n = 0;
+    let mut acc = 0u32;
+    let mut pc = 0usize;
+    loop {
+        n += 1;
+        let ins = &prog[pc];
+        let step = |cond: bool| 1 + usize::from(if cond { ins.jt } else { ins.jf });
+        pc += match ins.code {
+            0x20 => {
+                acc = if ins.k == 0 {
+                    nr as u32
+                } else if ins.k == 4 {
+                    AUDIT_ARCH_X86_64
+                } else {
+                    0
+                };
+                1
+            }
+            0x54 => {
+                acc &= ins.k;
+                1
+            }
+            0x05 => 1 + ins.k as usize,
+            0x15 => step(acc == ins.k),
+            0x25 => step(acc > ins.k),
+            0x35 => step(acc >= ins.k),
+            0x06 => return n,
+            code => panic!("unexpected opcode {code:#x}"),
+        };
+    }
 }
