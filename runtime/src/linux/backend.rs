@@ -261,7 +261,7 @@ impl Sandbox for LinuxSandbox {
 
     fn wait(self) -> i32 {
         let relay = self.relay;
-        let code = self.inner.wait_with(&mut |sig| match &relay {
+        let (code, cgroup_removed) = self.inner.wait_with(&mut |sig| match &relay {
             // The command's terminal follows the caller's window; the kernel signals it.
             Some(r) if sig == nix::sys::signal::Signal::SIGWINCH => {
                 r.resize();
@@ -283,12 +283,17 @@ impl Sandbox for LinuxSandbox {
         crate::audit::finish();
         crate::audit::lsm::finish();
         let mut placeholders = self.placeholders;
-        placeholders.release();
         if let Some(sock) = &self.approvals_socket {
             super::janitor::remove_socket(sock);
         }
-        if let Err(e) = self.run_dir.remove() {
-            eprintln!("warden: warning: removing the run directory: {e}");
+        placeholders.release();
+        let removed = self.run_dir.remove();
+        match removed {
+            // Nothing reported to the janitor is left (placeholders still held by another
+            // sandbox are that sandbox's to remove).
+            Ok(()) if cgroup_removed => self._janitor.done(),
+            Ok(()) => {}
+            Err(e) => eprintln!("warden: warning: removing the run directory: {e}"),
         }
         code
     }

@@ -26,6 +26,8 @@ const CGROUP: u8 = b'C';
 const PLACEHOLDER_DIR: u8 = b'D';
 const PLACEHOLDER_FILE: u8 = b'F';
 const SOCKET: u8 = b'S';
+/// Everything reported was removed by the supervisor: nothing to sweep.
+const DONE: u8 = b'X';
 
 /// The supervisor's end: reports what to clean up. Dropping it (or the supervisor's death)
 /// closes the pipe and lets the janitor run.
@@ -87,6 +89,13 @@ impl Janitor {
         self.send(SOCKET, path);
     }
 
+    /// Says that the supervisor removed everything it reported (a normal end), so the janitor
+    /// exits without sweeping — work that would otherwise compete for the CPU with the
+    /// caller as warden exits.
+    pub fn done(mut self) {
+        self.write(&[DONE, 0]);
+    }
+
     fn send(&mut self, tag: u8, path: &Path) {
         self.write(&record(tag, path));
     }
@@ -115,6 +124,8 @@ pub(crate) struct Records {
     pub cgroups: Vec<PathBuf>,
     pub placeholders: Vec<Placeholder>,
     pub sockets: Vec<PathBuf>,
+    /// The supervisor said it removed everything.
+    pub done: bool,
 }
 
 pub(crate) fn parse(bytes: &[u8]) -> Records {
@@ -126,6 +137,10 @@ pub(crate) fn parse(bytes: &[u8]) -> Records {
         let Some((&tag, path)) = rec.split_first() else {
             continue;
         };
+        if tag == DONE && path.is_empty() {
+            out.done = true;
+            continue;
+        }
         let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
         if !path.is_absolute() {
             continue;
@@ -167,7 +182,10 @@ fn child(read: OwnedFd, null: OwnedFd) -> ! {
     let mut bytes = Vec::new();
     // Returns on EOF: the supervisor is gone.
     let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes);
-    clean_up(&parse(&bytes));
+    let records = parse(&bytes);
+    if !records.done {
+        clean_up(&records);
+    }
     // SAFETY: _exit ends this process without running exit handlers, which belong to the
     // supervisor whose address space this is a copy of.
     unsafe { libc::_exit(0) }

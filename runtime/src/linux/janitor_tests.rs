@@ -112,6 +112,7 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
             },
         ],
         sockets: vec![base.path().join("precious")],
+        done: false,
     });
     assert!(!ours.exists());
     assert!(
@@ -123,5 +124,21 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
     assert!(
         users.is_dir(),
         "an unmarked (the user's own) empty directory stays"
+    );
+}
+
+#[test]
+fn the_done_record_is_seen_only_whole() {
+    let mut bytes = b"R/tmp/warden-a\0".to_vec();
+    assert!(!parse(&bytes).done);
+    bytes.extend_from_slice(b"X");
+    assert!(!parse(&bytes).done, "a cut-off record is dropped");
+    bytes.push(0);
+    let r = parse(&bytes);
+    assert!(r.done);
+    assert_eq!(r.run_dirs, [PathBuf::from("/tmp/warden-a")]);
+    assert!(
+        !parse(b"X/tmp/x\0").done,
+        "a path after the tag is not the done record"
     );
 }

@@ -161,17 +161,22 @@ pub fn start(plan: &Plan, cgroup: Option<Cgroup>) -> Result<Sandbox, SpawnError>
 impl Sandbox {
     /// Forwards signals and waits; returns the command's exit code.
     pub fn wait(self) -> i32 {
-        self.wait_with(&mut |_| false)
+        self.wait_with(&mut |_| false).0
     }
 
     /// [`Sandbox::wait`], offering each signal to `handled` first: a signal it takes is not
-    /// forwarded (SIGWINCH, when the command has its own terminal).
-    pub fn wait_with(mut self, handled: &mut dyn FnMut(nix::sys::signal::Signal) -> bool) -> i32 {
+    /// forwarded (SIGWINCH, when the command has its own terminal). Also says whether the
+    /// cgroup is gone (false: the janitor must still look).
+    pub fn wait_with(
+        mut self,
+        handled: &mut dyn FnMut(nix::sys::signal::Signal) -> bool,
+    ) -> (i32, bool) {
         let set = signal_set();
         let code = super::init::supervise_with(self.pid, &set, handled);
-        if let Some(cg) = self.cgroup.take() {
-            let _ = cg.remove();
-        }
-        code
+        let removed = match self.cgroup.take() {
+            Some(cg) => cg.remove().is_ok(),
+            None => true,
+        };
+        (code, removed)
     }
 }
