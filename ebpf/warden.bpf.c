@@ -29,6 +29,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
+#define ENOENT 2
 #define EACCES 13
 #define EROFS 30
 #define AT_FDCWD -100
@@ -502,6 +503,8 @@ static __always_inline void file_exit(struct pending *p, long ret)
 	if (p->ev.flags & FL_LSM)
 		report = true;
 	__u16 op = p->ev.op;
+	if (!report && ret == -ENOENT && (p->wflags & W_MASK_ENOENT))
+		report = true;
 	if (!report && ret >= 0 && !(p->wflags & W_NO_MASKED_FILES) &&
 	    (op == OP_OPENAT || op == OP_OPENAT2 || op == OP_OPEN) &&
 	    !is_dev_null_path(p->ev.path) && fd_is_dev_null(ret)) {

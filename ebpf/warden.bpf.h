@@ -133,5 +133,9 @@ struct pending {
 /* The sandbox's view masks no file with /dev/null: successful opens need no look at the
  * descriptor (the daemon, which does not know the view, never sets it). */
 #define W_NO_MASKED_FILES 2
+/* The view has a denyRead directory with allowRead paths inside (its root is searchable, so
+ * other names in it answer ENOENT rather than EACCES): file calls failing with ENOENT are
+ * reported too, and userspace keeps those that a mask hid. */
+#define W_MASK_ENOENT 4
 
 #endif

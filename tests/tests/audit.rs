@@ -529,3 +529,65 @@ fn relative_paths_are_recorded_absolute_even_when_the_process_is_already_gone() 
         "a relative target: {recs:#?}"
     );
 }
+
+#[test]
+fn a_name_hidden_in_a_mask_with_allow_read_inside_is_recorded_and_a_missing_one_is_not() {
+    if !ready("a_name_hidden_in_a_mask_with_allow_read_inside_is_recorded_and_a_missing_one_is_not")
+    {
+        return;
+    }
+    let env = TestEnv::new();
+    let vault = env.root().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(vault.join("secret"), "vault secret\n").unwrap();
+    std::fs::write(vault.join("visible"), "visible text\n").unwrap();
+    let settings = settings(
+        &env,
+        &format!(
+            r#""filesystem": {{ "denyRead": ["{v}"], "allowRead": ["{v}/visible"] }},"#,
+            v = vault.display()
+        ),
+    );
+    let file = env.root().join("violations.jsonl");
+    // The mask's root is searchable (an allowRead path lies inside), so the hidden name
+    // answers ENOENT, like a name that exists nowhere.
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            file.to_str().unwrap(),
+        ],
+        &format!(
+            "cat {v}/visible; cat {v}/secret 2>&1; cat {v}/missing 2>&1; exit 0",
+            v = vault.display()
+        ),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("visible text"), "{out:?}");
+    assert!(!out.stdout.contains("vault secret"), "{out:?}");
+    assert!(out.stdout.contains("No such file"), "{out:?}");
+    let recs = records(&file);
+    let secret = vault.join("secret");
+    let r = one(&recs, "file-read", secret.to_str().unwrap());
+    assert_eq!(r["layer"], "mount", "{r:#}");
+    assert_eq!(r["errno"]["name"], "ENOENT", "{r:#}");
+    assert_eq!(r["comm"], "cat", "{r:#}");
+    assert!(r["rule"].to_string().contains("denyRead"), "{r:#}");
+    // Missing on the host as well: not a refusal. The allowed file: no record.
+    for quiet in ["missing", "visible"] {
+        let p = vault.join(quiet);
+        assert!(
+            find(&recs, "file-read", p.to_str().unwrap()).is_empty(),
+            "{recs:#?}"
+        );
+    }
+    // Nothing else failing with ENOENT (the shell's PATH search, loader probes) became a
+    // record: every file record of the run is the one above.
+    let files: Vec<_> = recs
+        .iter()
+        .filter(|r| r["kind"] == "file-read" || r["kind"] == "file-write")
+        .collect();
+    assert_eq!(files.len(), 1, "{files:#?}");
+}

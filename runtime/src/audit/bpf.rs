@@ -73,6 +73,35 @@ fn tracepoint_exists(tracefs: &Path, section: &str) -> bool {
 /// `watched` map values (ebpf/warden.bpf.h).
 const W_WATCHED: u8 = 1;
 const W_NO_MASKED_FILES: u8 = 2;
+const W_MASK_ENOENT: u8 = 4;
+
+/// What the programs need to know about a watched sandbox's view.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchFlags {
+    /// Some file is masked by /dev/null: successful opens are looked at.
+    pub masked_files: bool,
+    /// A denyRead directory has allowRead paths inside: ENOENT failures are reported too.
+    pub mask_enoent: bool,
+}
+
+impl WatchFlags {
+    /// What the programs assume when they do not know the view.
+    pub const UNKNOWN: WatchFlags = WatchFlags {
+        masked_files: true,
+        mask_enoent: false,
+    };
+
+    fn value(self) -> u8 {
+        let mut v = W_WATCHED;
+        if !self.masked_files {
+            v |= W_NO_MASKED_FILES;
+        }
+        if self.mask_enoent {
+            v |= W_MASK_ENOENT;
+        }
+        v
+    }
+}
 
 impl Programs {
     /// Opens, loads and attaches the tracepoints. Single-threaded (no reader yet), so it may
@@ -137,12 +166,13 @@ impl Programs {
     /// and inserts its id, so everything its processes do from now on is recorded. Returns
     /// the cgroup id.
     pub fn watch(&mut self, dir: &Path) -> Result<u64, AuditError> {
-        self.watch_with(dir, true)
+        self.watch_with(dir, WatchFlags::UNKNOWN)
     }
 
-    /// [`Programs::watch`], saying whether the sandbox's view masks any file with /dev/null
-    /// (`false`: the programs skip looking at the descriptor of every successful open).
-    pub fn watch_with(&mut self, dir: &Path, masked_files: bool) -> Result<u64, AuditError> {
+    /// [`Programs::watch`], with what the programs need to know of the sandbox's view
+    /// ([`WatchFlags`]: without file masks, the programs skip looking at the descriptor of
+    /// every successful open).
+    pub fn watch_with(&mut self, dir: &Path, flags: WatchFlags) -> Result<u64, AuditError> {
         let cg_err = |reason: String| AuditError::Cgroup {
             path: dir.to_path_buf(),
             reason,
@@ -182,11 +212,7 @@ impl Programs {
         self.skel
             .maps
             .watched
-            .update(
-                &id.to_ne_bytes(),
-                &[W_WATCHED | if masked_files { 0 } else { W_NO_MASKED_FILES }],
-                MapFlags::ANY,
-            )
+            .update(&id.to_ne_bytes(), &[flags.value()], MapFlags::ANY)
             .map_err(|e| map_err("inserting the cgroup id", e))?;
         self.level = Some(level);
         self.watches.push((id, links));

@@ -88,7 +88,7 @@ impl Client {
             .and_then(|()| self.stream.set_read_timeout(Some(REGISTER_TIMEOUT)))
             .map_err(|e| daemon_err("configuring the connection", e))?;
         self.stream
-            .write_all(protocol::line(&Request::Register(reg.clone())).as_bytes())
+            .write_all(protocol::line(&Request::Register(Box::new(reg.clone()))).as_bytes())
             .map_err(|e| daemon_err("sending the registration", e))?;
         let mut buf = Vec::new();
         let got = read_line(&mut self.reader, &mut buf)

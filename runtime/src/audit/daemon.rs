@@ -531,13 +531,17 @@ fn register(
         writable: paths(&reg.view.writable),
         protected: paths(&reg.view.protected),
         masked: paths(&reg.view.masked),
+        exposing_masks: paths(&reg.view.exposing_masks),
+        exposed: paths(&reg.view.exposed),
         // The registration does not say which masks are files: the programs keep looking at
         // every opened descriptor.
         masked_files: true,
         policy: None,
     };
     let mut programs = state.programs.lock().map_err(|_| "programs poisoned")?;
-    let id = programs.watch(dir).map_err(|e| e.to_string())?;
+    let id = programs
+        .watch_with(dir, view.watch_flags())
+        .map_err(|e| e.to_string())?;
     if id != reg.cgroup_id {
         programs.unwatch(id);
         return Err(format!("cgroup id {id}, not {}", reg.cgroup_id));

@@ -113,12 +113,16 @@ impl Auditor {
     /// Records everything the processes of cgroup `cgroup_dir` do from now on. Returns the
     /// cgroup id.
     pub fn watch(&mut self, cgroup_dir: &Path) -> Result<u64, AuditError> {
-        self.watch_with(cgroup_dir, true)
+        self.watch_with(cgroup_dir, bpf::WatchFlags::UNKNOWN)
     }
 
-    /// [`Auditor::watch`], saying whether the view masks any file with /dev/null.
-    pub fn watch_with(&mut self, cgroup_dir: &Path, masked_files: bool) -> Result<u64, AuditError> {
-        let id = self.programs.watch_with(cgroup_dir, masked_files)?;
+    /// [`Auditor::watch`], with what the programs need to know of the view.
+    pub fn watch_with(
+        &mut self,
+        cgroup_dir: &Path,
+        flags: bpf::WatchFlags,
+    ) -> Result<u64, AuditError> {
+        let id = self.programs.watch_with(cgroup_dir, flags)?;
         let name = cgroup_dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -574,7 +578,18 @@ pub fn view_of_plan(plan: &crate::linux::plan::Plan) -> SandboxView {
             MountOp::Writable { path } => view.writable.push(path.clone()),
             MountOp::WritableAt { dst, .. } => view.writable.push(dst.clone()),
             MountOp::ReadOnly { path } => view.protected.push(path.clone()),
-            MountOp::MaskDir { path } => view.masked.push(path.clone()),
+            MountOp::MaskDir { path } => {
+                view.masked.push(path.clone());
+                // allowRead paths inside make its root searchable: other names answer ENOENT.
+                let exposes = plan.mounts.iter().any(|op| {
+                    matches!(op, MountOp::Expose { path: inner, .. }
+                        if inner.starts_with(path) && inner != path)
+                });
+                if exposes {
+                    view.exposing_masks.push(path.clone());
+                }
+            }
+            MountOp::Expose { path, .. } => view.exposed.push(path.clone()),
             MountOp::MaskFile { path } => {
                 view.masked_files = true;
                 view.masked.push(path.clone())
@@ -839,7 +854,7 @@ pub fn watch(cgroup_dir: &Path, view: SandboxView) -> Result<(), AuditError> {
         return Ok(());
     };
     let watched = auditor
-        .watch_with(cgroup_dir, view.masked_files)
+        .watch_with(cgroup_dir, view.watch_flags())
         .and_then(|id| {
             if let Some(paths) = &s.request.unix_sockets {
                 auditor
@@ -917,6 +932,8 @@ fn registration(
                 protected: text(&view.protected),
                 masked: text(&view.masked),
                 ignored: text(&s.collector.ignored()),
+                exposing_masks: text(&view.exposing_masks),
+                exposed: text(&view.exposed),
             },
             unix_sockets,
             stream: s.request.enabled,

@@ -68,6 +68,13 @@ pub struct View {
     pub masked: Vec<String>,
     #[serde(default)]
     pub ignored: Vec<String>,
+    /// denyRead directories with allowRead paths inside (sent only when there are any, so
+    /// a daemon of an earlier version still accepts the registration of other sandboxes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exposing_masks: Vec<String>,
+    /// The allowRead paths re-exposed inside masks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exposed: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -157,7 +164,7 @@ impl Register {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Request {
-    Register(Register),
+    Register(Box<Register>),
     /// A record warden run made itself (the proxy's decisions).
     Record {
         record: Box<ViolationRecord>,

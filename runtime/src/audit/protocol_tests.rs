@@ -35,16 +35,18 @@ fn a_registration_with_everything_round_trips() {
             protected: vec!["/work/.git/hooks".into()],
             masked: vec!["/home/u/.ssh".into()],
             ignored: vec!["/work/tmp".into()],
+            exposing_masks: vec!["/home/u/.ssh".into()],
+            exposed: vec!["/home/u/.ssh/known_hosts".into()],
         },
         unix_sockets: Some(vec!["/run/x.sock".into()]),
         stream: false,
     };
-    let text = line(&Request::Register(reg.clone()));
+    let text = line(&Request::Register(Box::new(reg.clone())));
     assert!(text.ends_with('\n') && text.matches('\n').count() == 1);
     assert!(text.starts_with(r#"{"type":"register","#), "{text}");
     assert_eq!(
         parse_request(text.trim_end().as_bytes()).unwrap(),
-        Request::Register(reg)
+        Request::Register(Box::new(reg))
     );
 }
 

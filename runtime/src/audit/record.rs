@@ -565,8 +565,23 @@ pub struct SandboxView {
     pub masked: Vec<PathBuf>,
     /// Some file is masked by /dev/null (the programs then look at every opened descriptor).
     pub masked_files: bool,
+    /// The masked directories with allowRead paths inside (searchable roots: other names in
+    /// them answer ENOENT, which the programs then report).
+    pub exposing_masks: Vec<PathBuf>,
+    /// allowRead paths re-exposed inside masks.
+    pub exposed: Vec<PathBuf>,
     /// The run's policy, to name the rule behind a file refusal.
     pub policy: Option<std::sync::Arc<crate::policy::merge::Policy>>,
+}
+
+impl SandboxView {
+    /// What the eBPF programs need to know of this view.
+    pub fn watch_flags(&self) -> super::bpf::WatchFlags {
+        super::bpf::WatchFlags {
+            masked_files: self.masked_files,
+            mask_enoent: !self.exposing_masks.is_empty(),
+        }
+    }
 }
 
 fn under(path: &Path, roots: &[PathBuf]) -> bool {
@@ -647,7 +662,7 @@ impl Classifier {
                 rec.detail = (!ev.path2.is_empty()).then(|| argv.join(" "));
                 rec.errno = None;
             }
-            EV_FILE => self.file(ev, &mut rec, cwd),
+            EV_FILE => self.file(ev, &mut rec, cwd)?,
             // The BPF LSM programs' own records (audit/lsm.rs).
             super::lsm::EV_PTRACE | super::lsm::EV_SOCKET | super::lsm::EV_LSM_FILE => {
                 super::lsm::classify(ev, &mut rec, self.view.policy.as_deref())?
@@ -730,7 +745,9 @@ impl Classifier {
         Some(rec)
     }
 
-    fn file(&self, ev: &RawEvent, rec: &mut ViolationRecord, cwd: Option<&Path>) {
+    /// Fills in a file record; `None` when the event is no violation (an ENOENT no mask
+    /// caused).
+    fn file(&self, ev: &RawEvent, rec: &mut ViolationRecord, cwd: Option<&Path>) -> Option<()> {
         let raw = String::from_utf8_lossy(&ev.path).into_owned();
         let relative_to_fd = ev.flags & FL_RELATIVE != 0;
         // The kernel's own view of the working directory when it sent one; else what
@@ -765,15 +782,32 @@ impl Classifier {
                     .into(),
             );
             self.attach_rule(rec, &path, write);
-            return;
+            return Some(());
         }
         // Marked by a BPF LSM program (audit/lsm.rs): its layer when it decided.
         if super::lsm::file_layer(ev, rec, write) {
             self.attach_rule(rec, &path, write);
-            return;
+            return Some(());
         }
         let errno = -ev.ret;
         let absolute = path.is_absolute();
+        // Reported by the programs only where a denyRead directory has allowRead paths inside
+        // (its root is searchable, so the other names answer ENOENT): kept when the name
+        // exists on the host, i.e. the mask hid it.
+        if errno == libc::ENOENT {
+            let hidden = absolute
+                && under(&path, &self.view.exposing_masks)
+                && !under(&path, &self.view.exposed)
+                && path.symlink_metadata().is_ok();
+            if !hidden {
+                return None;
+            }
+            rec.layer = Some(Layer::Mount);
+            rec.reason =
+                Some("denyRead: hidden by the mask (only its allowRead paths are visible)".into());
+            self.attach_rule(rec, &path, write);
+            return Some(());
+        }
         let (layer, reason) = match errno {
             libc::EROFS => {
                 let why = if absolute && under(&path, &self.view.protected) {
@@ -811,6 +845,7 @@ impl Classifier {
         rec.layer = Some(layer);
         rec.reason = Some(reason);
         self.attach_rule(rec, &path, write);
+        Some(())
     }
 
     /// The rule the policy engine names for the same path and access, when one decides.

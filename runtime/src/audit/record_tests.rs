@@ -56,6 +56,8 @@ fn view() -> SandboxView {
         protected: vec![PathBuf::from("/home/u/project/.git/hooks")],
         masked: vec![PathBuf::from("/home/u/.ssh")],
         masked_files: false,
+        exposing_masks: Vec::new(),
+        exposed: Vec::new(),
         policy: None,
     }
 }
@@ -455,4 +457,36 @@ fn relative_paths_are_folded_lexically() {
     assert_eq!(lexical(Path::new("/w/a/b/../../x")), PathBuf::from("/w/x"));
     assert_eq!(lexical(Path::new("/w/./a/../../../..")), PathBuf::from("/"));
     assert_eq!(lexical(Path::new("/w/a")), PathBuf::from("/w/a"));
+}
+
+#[test]
+fn an_enoent_is_a_violation_only_where_a_mask_hid_a_name_that_exists() {
+    let host = tempfile::tempdir().unwrap();
+    let mask = host.path().join("vault");
+    std::fs::create_dir_all(&mask).unwrap();
+    std::fs::write(mask.join("secret"), "s").unwrap();
+    std::fs::write(mask.join("visible"), "v").unwrap();
+    let mut v = view();
+    v.masked.push(mask.clone());
+    v.exposing_masks.push(mask.clone());
+    v.exposed.push(mask.join("visible"));
+    let classify = |path: &Path| {
+        let ev = file(1, -libc::ENOENT, 0, path.to_str().unwrap());
+        let raw = RawEvent::decode(&ev.bytes()).expect("decodes");
+        Classifier::new(v.clone()).classify(&raw, "T".into(), None)
+    };
+    let r = classify(&mask.join("secret")).expect("hidden by the mask");
+    assert_eq!(r.kind, Kind::FileRead);
+    assert_eq!(r.layer, Some(Layer::Mount));
+    assert_eq!(r.errno.as_ref().map(|e| e.name.as_str()), Some("ENOENT"));
+    assert!(
+        r.reason.as_deref().unwrap().contains("hidden by the mask"),
+        "{r:?}"
+    );
+    // Missing on the host too, an exposed path, or outside every mask: no violation.
+    assert!(classify(&mask.join("nothing-here")).is_none());
+    assert!(classify(&mask.join("visible")).is_none());
+    assert!(classify(&host.path().join("elsewhere")).is_none());
+    std::fs::write(host.path().join("elsewhere"), "e").unwrap();
+    assert!(classify(&host.path().join("elsewhere")).is_none());
 }

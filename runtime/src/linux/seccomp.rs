@@ -82,8 +82,16 @@
 //! [5] RET ERRNO(EPERM)           (x86_64 only)
 //! [6] JEQ clone3 jt=0 jf=1       (unless allow_namespaces)
 //! [7] RET ERRNO(ENOSYS)          (unless allow_namespaces)
-//! [8…] seccompiler's body: per-syscall rule chains, default RET ALLOW
+//! [8…] dispatch tree: JGE nodes on the number; unruled numbers → RET ALLOW, ruled ones → body
+//! [ …] RET ALLOW
+//! [ …] seccompiler's body: per-syscall rule chains, default RET ALLOW
 //! ```
+//!
+//! The dispatch tree ([`insert_dispatch`]) exists for speed, not policy: seccompiler tests the
+//! number against each ruled syscall in turn, and the kernel, when the filter is attached,
+//! emulates it once per syscall number to build its action cache — so attaching cost grew
+//! with (numbers × chain length), 0.36 ms per sandbox start; with the tree ~0.19 ms. The tests
+//! check that every verdict is unchanged.
 
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
