@@ -177,17 +177,55 @@ fn error_chain(e: &anyhow::Error) -> String {
 }
 
 /// Runs the CLI and returns the process exit code.
+/// `warden run` alone: the same arguments as the `run` subcommand of [`Cli`], parsed without
+/// building every other subcommand's parser first (clap derive builds the whole tree on
+/// each parse: ~0.4 ms of every sandboxed command's start; docs/benchmarks.md).
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[derive(Parser, Debug)]
+#[command(
+    name = "warden",
+    about = "Run a command in a sandbox: `warden run [OPTIONS] -- CMD ARGS...`"
+)]
+struct RunCli {
+    #[command(flatten)]
+    args: run::RunArgs,
+}
+
+fn parse_failed(e: clap::Error) -> i32 {
+    let code = match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+        _ => EXIT_WARDEN,
+    };
+    let _ = e.print();
+    code
+}
+
 pub fn run() -> i32 {
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    {
+        use clap::{CommandFactory, FromArgMatches};
+        let mut argv = std::env::args_os();
+        let arg0 = argv.next();
+        if argv.next().is_some_and(|a| a == "run") {
+            // Usage lines name the binary as invoked, like the full parser's.
+            let bin = arg0
+                .as_deref()
+                .map(std::path::Path::new)
+                .and_then(|p| p.file_name())
+                .map_or_else(|| "warden".into(), |n| n.to_string_lossy().into_owned());
+            let parsed = RunCli::command()
+                .bin_name(format!("{bin} run"))
+                .try_get_matches_from(std::iter::once(std::ffi::OsString::from("run")).chain(argv))
+                .and_then(|m| RunCli::from_arg_matches(&m));
+            return match parsed {
+                Ok(cli) => finish(run::run(&cli.args)),
+                Err(e) => parse_failed(e),
+            };
+        }
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = match e.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
-                _ => EXIT_WARDEN,
-            };
-            let _ = e.print();
-            return code;
-        }
+        Err(e) => return parse_failed(e),
     };
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
@@ -204,6 +242,10 @@ pub fn run() -> i32 {
         #[cfg(target_os = "linux")]
         Command::Audit(args) => audit_cmd::run(&args),
     };
+    finish(result)
+}
+
+fn finish(result: anyhow::Result<i32>) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
