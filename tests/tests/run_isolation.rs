@@ -1087,3 +1087,64 @@ fn globs_in_deny_read_deny_write_and_allow_write_apply_to_existing_matches() {
         "cached\n"
     );
 }
+
+/// `warden __janitor` with `first` on descriptor 3 and `rest` on stdin, as the janitor's
+/// first stage hands over (see linux/janitor.rs).
+fn janitor_stage_two(first: &[u8], rest: &[u8]) -> std::process::ExitStatus {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let mut memfd = tempfile::tempfile().unwrap();
+    memfd.write_all(first).unwrap();
+    std::io::Seek::rewind(&mut memfd).unwrap();
+    let fd = memfd.as_raw_fd();
+    let mut cmd = std::process::Command::new(warden_tests::warden_bin());
+    cmd.arg("__janitor").stdin(Stdio::piped());
+    // SAFETY: dup2 and fcntl are async-signal-safe; `fd` stays open in the parent until spawn
+    // returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 onto itself keeps close-on-exec: clear it instead.
+            let ok = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0) >= 0
+            } else {
+                libc::dup2(fd, 3) >= 0
+            };
+            if !ok {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(rest).unwrap();
+    child.wait().unwrap()
+}
+
+#[test]
+fn the_janitors_second_stage_joins_the_handed_over_records_and_honours_done() {
+    let base = tempfile::tempdir().unwrap();
+    let run_dir = base.path().join("warden-stage-two");
+    std::fs::create_dir_all(run_dir.join("tmp")).unwrap();
+    let record = format!("R{}\0", run_dir.display()).into_bytes();
+    // A record cut in two by the hand-over: half collected, half still in the pipe.
+    let (first, rest) = record.split_at(record.len() / 2);
+    // With the done record last, nothing is touched.
+    let mut done = rest.to_vec();
+    done.extend_from_slice(b"X\0");
+    assert!(janitor_stage_two(first, &done).success());
+    assert!(
+        run_dir.exists(),
+        "removed although the supervisor said it was done"
+    );
+    assert!(janitor_stage_two(first, rest).success());
+    assert!(
+        !run_dir.exists(),
+        "the run directory named across the hand-over is left"
+    );
+    // Something not named like warden's is never removed.
+    let other = base.path().join("precious");
+    std::fs::create_dir(&other).unwrap();
+    let rec = format!("R{}\0", other.display());
+    assert!(janitor_stage_two(rec.as_bytes(), b"").success());
+    assert!(other.exists());
+}

@@ -201,6 +201,11 @@ fn parse_failed(e: clap::Error) -> i32 {
 }
 
 pub fn run() -> i32 {
+    // The janitor's second stage (linux/janitor.rs): not a command for people.
+    #[cfg(target_os = "linux")]
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__janitor") {
+        return crate::linux::janitor::exec_main();
+    }
     #[cfg(any(target_os = "linux", target_os = "macos"))]
     {
         use clap::{CommandFactory, FromArgMatches};

@@ -27,5 +27,6 @@ pub mod placeholder;
 pub mod plan;
 pub mod probe;
 pub mod pty;
+pub mod rawsys;
 pub mod seccomp;
 pub mod spawn;
