@@ -18,7 +18,7 @@
 use super::plan::Placeholder;
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 /// Record tags of the pipe protocol: one tag byte, the path, a NUL (paths cannot contain NUL).
@@ -65,6 +65,10 @@ impl Janitor {
             buf: buf.cast(),
             buf_len: BUF_BYTES,
             exe: c"/proc/self/exe".as_ptr(),
+            exe_path: std::env::current_exe()
+                .ok()
+                .and_then(|p| std::ffi::CString::new(p.into_os_string().into_vec()).ok())
+                .map_or(std::ptr::null(), |c| c.into_raw().cast_const()),
             argv: [c"warden".as_ptr(), c"__janitor".as_ptr(), std::ptr::null()],
             envp: [std::ptr::null()],
             memfd_name: c"warden-janitor".as_ptr(),
@@ -223,6 +227,8 @@ struct ChildArgs {
     buf: *mut u8,
     buf_len: usize,
     exe: *const libc::c_char,
+    /// The binary's path at start, or null.
+    exe_path: *const libc::c_char,
     argv: [*const libc::c_char; 3],
     envp: [*const libc::c_char; 1],
     memfd_name: *const libc::c_char,
@@ -245,11 +251,11 @@ extern "C" fn stage_one(arg: *mut libc::c_void) -> libc::c_int {
         let fd = |v: isize| v as usize;
         let r = sys(
             libc::SYS_fcntl,
-            [a.read_fd as usize, libc::F_DUPFD as usize, 10, 0, 0, 0],
+            [a.read_fd as usize, libc::F_DUPFD as usize, 3, 0, 0, 0],
         );
         let n = sys(
             libc::SYS_fcntl,
-            [a.null_fd as usize, libc::F_DUPFD as usize, 10, 0, 0, 0],
+            [a.null_fd as usize, libc::F_DUPFD as usize, 3, 0, 0, 0],
         );
         if r < 0 || n < 0 {
             sys(libc::SYS_exit_group, [1, 0, 0, 0, 0, 0]);
@@ -325,17 +331,22 @@ extern "C" fn stage_one(arg: *mut libc::c_void) -> libc::c_int {
                 sys(libc::SYS_dup3, [fd(m), 3, 0, 0, 0, 0]);
             }
         }
-        sys(
-            libc::SYS_execve,
-            [
-                a.exe as usize,
-                a.argv.as_ptr() as usize,
-                a.envp.as_ptr() as usize,
-                0,
-                0,
-                0,
-            ],
-        );
+        // /proc/self/exe, else the path the binary had at start (no /proc mounted).
+        for exe in [a.exe, a.exe_path] {
+            if !exe.is_null() {
+                sys(
+                    libc::SYS_execve,
+                    [
+                        exe as usize,
+                        a.argv.as_ptr() as usize,
+                        a.envp.as_ptr() as usize,
+                        0,
+                        0,
+                        0,
+                    ],
+                );
+            }
+        }
         sys(libc::SYS_exit_group, [1, 0, 0, 0, 0, 0]);
         1
     }
