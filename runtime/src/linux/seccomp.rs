@@ -82,16 +82,19 @@
 //! [5] RET ERRNO(EPERM)           (x86_64 only)
 //! [6] JEQ clone3 jt=0 jf=1       (unless allow_namespaces)
 //! [7] RET ERRNO(ENOSYS)          (unless allow_namespaces)
-//! [8…] dispatch tree: JGE nodes on the number; unruled numbers → RET ALLOW, ruled ones → body
+//! [8…] dispatch tree: JGE nodes on the number; unruled numbers → RET ALLOW, numbers denied
+//!      outright → RET ERRNO(EPERM), numbers whose arguments are looked at → body
 //! [ …] RET ALLOW
-//! [ …] seccompiler's body: per-syscall rule chains, default RET ALLOW
+//! [ …] RET ERRNO(EPERM)
+//! [ …] seccompiler's body: the argument rules' chains, default RET ALLOW
 //! ```
 //!
 //! The dispatch tree ([`insert_dispatch`]) exists for speed, not policy: seccompiler tests the
 //! number against each ruled syscall in turn, and the kernel, when the filter is attached,
 //! emulates it once per syscall number to build its action cache — so attaching cost grew
-//! with (numbers × chain length), 0.36 ms per sandbox start; with the tree ~0.19 ms. The tests
-//! check that every verdict is unchanged.
+//! with (numbers × chain length): 0.36 ms per sandbox start, ~0.19 ms with the tree in front
+//! of the whole chain. The tests check that every verdict equals seccompiler's program with
+//! every rule; where no tree fits, [`build`] returns that program.
 
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -172,19 +175,37 @@ pub enum SeccompError {
 /// Compiles the filter for the running architecture. Deterministic: the same options always
 /// give the same program. Call it before forking.
 pub fn build(opts: &SeccompOptions) -> Result<BpfProgram, SeccompError> {
-    let (mut prog, ruled) = build_linear(opts)?;
-    insert_dispatch(&mut prog, opts, &ruled)?;
-    Ok(prog)
+    let all = rules(opts)?;
+    // Calls denied outright are decided by the dispatch tree; seccompiler's body keeps only
+    // the calls whose arguments are looked at.
+    let mut leaves: Vec<(u32, Leaf)> = Vec::new();
+    let mut conditional = BTreeMap::new();
+    for (nr, list) in all {
+        let Ok(n) = u32::try_from(nr) else {
+            return Err(SeccompError::Layout("a negative system call number"));
+        };
+        if list.is_empty() {
+            leaves.push((n, Leaf::Deny));
+        } else {
+            leaves.push((n, Leaf::Body));
+            conditional.insert(nr, list);
+        }
+    }
+    let mut prog = compile(conditional, opts)?;
+    if insert_dispatch(&mut prog, opts, &leaves)? {
+        return Ok(prog);
+    }
+    // No tree (its jumps would not fit): every rule in seccompiler's body, outright denials
+    // included — never a program that lost them.
+    compile(rules(opts)?, opts)
 }
 
-/// The program without the dispatch tree, and the system call numbers that have rules.
-fn build_linear(opts: &SeccompOptions) -> Result<(BpfProgram, Vec<u32>), SeccompError> {
+/// seccompiler's program for `rules` with the patched prefix (no dispatch tree).
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    opts: &SeccompOptions,
+) -> Result<BpfProgram, SeccompError> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(SeccompError::Compile)?;
-    let rules = rules(opts)?;
-    let ruled: Vec<u32> = rules
-        .keys()
-        .filter_map(|nr| u32::try_from(*nr).ok())
-        .collect();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -194,7 +215,14 @@ fn build_linear(opts: &SeccompOptions) -> Result<(BpfProgram, Vec<u32>), Seccomp
     .map_err(SeccompError::Compile)?;
     let mut prog: BpfProgram = filter.try_into().map_err(SeccompError::Compile)?;
     patch_prefix(&mut prog, arch_audit_value(arch), opts)?;
-    Ok((prog, ruled))
+    Ok(prog)
+}
+
+/// The program as seccompiler alone would lay it out (every rule in its linear body): what the
+/// tests compare [`build`]'s verdicts against.
+#[cfg(test)]
+fn build_linear(opts: &SeccompOptions) -> Result<BpfProgram, SeccompError> {
+    compile(rules(opts)?, opts)
 }
 
 /// Installs `prog` on the calling thread (the command's process is single-threaded at that
@@ -449,11 +477,21 @@ fn patch_prefix(
     Ok(())
 }
 
+/// What the dispatch tree does with a system call number it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leaf {
+    /// Denied outright: `RET ERRNO(EPERM)`.
+    Deny,
+    /// On to seccompiler's body, which looks at the arguments.
+    Body,
+}
+
 /// Where a dispatch-tree branch goes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Target {
     Node(usize),
     Allow,
+    Deny,
     Body,
 }
 
@@ -465,14 +503,15 @@ enum Target {
 /// kernel builds that cache: attaching the filter emulates it once per system call number
 /// (measured: 0.36 ms for our 329 instructions, against 45 µs for a 3-instruction filter).
 ///
-/// Equivalent by construction (the body's own default for an unruled number is Allow), and
-/// checked by the tests against the program without the tree for every number. Skipped, not
-/// an error, if a jump would not fit the 8-bit offsets (the body alone is correct).
+/// Numbers denied outright are decided by the tree itself (`RET ERRNO(EPERM)`); the body keeps
+/// the calls whose arguments matter. Checked by the tests against seccompiler's program with
+/// every rule, for every number. `false` (nothing inserted) when a jump would not fit the 8-bit
+/// offsets: [`build`] then compiles every rule into the body instead.
 fn insert_dispatch(
     prog: &mut BpfProgram,
     opts: &SeccompOptions,
-    ruled: &[u32],
-) -> Result<(), SeccompError> {
+    leaves: &[(u32, Leaf)],
+) -> Result<bool, SeccompError> {
     // Where the prefix block ends: after `LD nr`, the x32 pair and the clone3 pair.
     let mut at = 4;
     if cfg!(target_arch = "x86_64") {
@@ -486,42 +525,48 @@ fn insert_dispatch(
             "program shorter than the prefix block",
         ));
     }
-    let Some(tree) = dispatch_tree(ruled) else {
-        return Ok(());
+    let Some(tree) = dispatch_tree(leaves) else {
+        return Ok(false);
     };
     prog.splice(at..at, tree);
     if prog.len() > MAX_INSTRUCTIONS {
         return Err(SeccompError::TooLarge(prog.len()));
     }
-    Ok(())
+    Ok(true)
 }
 
-/// The tree for `ruled` (syscall numbers with rules), the number already in the accumulator,
-/// followed by `RET ALLOW`; it falls through past that to the body. `None` when a jump would
-/// not fit or there is nothing to dispatch.
-fn dispatch_tree(ruled: &[u32]) -> Option<Vec<sock_filter>> {
-    let mut nrs = ruled.to_vec();
-    nrs.sort_unstable();
-    nrs.dedup();
-    // Intervals [start_i, start_{i+1}): runs of ruled numbers ("body") and the gaps between
-    // them ("allow"), from 0 up.
-    let mut starts: Vec<(u32, bool)> = Vec::new();
-    let mut run_end: Option<u32> = None; // the end (exclusive) of the current run
-    for &n in &nrs {
-        if run_end == Some(n) {
-            run_end = n.checked_add(1);
-            continue;
+/// The tree for `leaves` (numbers denied outright or sent on to the body; every other number
+/// is allowed), the number already in the accumulator, followed by `RET ALLOW` and `RET
+/// ERRNO(EPERM)`; the body follows those. `None` when a jump would not fit or there is
+/// nothing to dispatch.
+fn dispatch_tree(leaves: &[(u32, Leaf)]) -> Option<Vec<sock_filter>> {
+    let mut sorted = leaves.to_vec();
+    sorted.sort_unstable_by_key(|(n, _)| *n);
+    sorted.dedup_by_key(|(n, _)| *n);
+    // Intervals [start_i, start_{i+1}) of one target each, from 0 up; neighbours with the same
+    // target are one interval.
+    let mut starts: Vec<(u32, Target)> = Vec::new();
+    let mut push = |start: u32, t: Target| {
+        if starts.last().is_none_or(|(_, last)| *last != t) {
+            starts.push((start, t));
         }
-        match run_end {
-            Some(end) => starts.push((end, false)),
-            None if starts.is_empty() && n > 0 => starts.push((0, false)),
-            None => {}
+    };
+    let mut next: Option<u32> = Some(0); // the first number not covered yet
+    for &(n, leaf) in &sorted {
+        if let Some(gap) = next.filter(|g| *g < n) {
+            push(gap, Target::Allow);
         }
-        starts.push((n, true));
-        run_end = n.checked_add(1);
+        push(
+            n,
+            match leaf {
+                Leaf::Deny => Target::Deny,
+                Leaf::Body => Target::Body,
+            },
+        );
+        next = n.checked_add(1);
     }
-    if let Some(end) = run_end {
-        starts.push((end, false));
+    if let Some(end) = next {
+        push(end, Target::Allow);
     }
     if starts.len() < 2 {
         return None;
@@ -529,17 +574,13 @@ fn dispatch_tree(ruled: &[u32]) -> Option<Vec<sock_filter>> {
     // Nodes in preorder: (split value, target if >=, target if <).
     let mut nodes: Vec<(u32, Target, Target)> = Vec::new();
     fn build(
-        starts: &[(u32, bool)],
+        starts: &[(u32, Target)],
         lo: usize,
         hi: usize,
         nodes: &mut Vec<(u32, Target, Target)>,
     ) -> Target {
         if hi - lo == 1 {
-            return if starts[lo].1 {
-                Target::Body
-            } else {
-                Target::Allow
-            };
+            return starts[lo].1;
         }
         let mid = (lo + hi) / 2;
         let me = nodes.len();
@@ -551,24 +592,27 @@ fn dispatch_tree(ruled: &[u32]) -> Option<Vec<sock_filter>> {
         Target::Node(me)
     }
     let root = build(&starts, 0, starts.len(), &mut nodes);
-    if !matches!(root, Target::Node(0)) {
+    if root != Target::Node(0) {
         return None;
     }
     let allow_at = nodes.len();
-    let body_at = allow_at + 1;
+    let deny_at = allow_at + 1;
+    let body_at = allow_at + 2;
     let offset = |from: usize, to: Target| -> Option<u8> {
         let to = match to {
             Target::Node(i) => i,
             Target::Allow => allow_at,
+            Target::Deny => deny_at,
             Target::Body => body_at,
         };
         u8::try_from(to.checked_sub(from + 1)?).ok()
     };
-    let mut out = Vec::with_capacity(nodes.len() + 1);
+    let mut out = Vec::with_capacity(nodes.len() + 2);
     for (i, (k, ge, lt)) in nodes.iter().enumerate() {
         out.push(jump(BPF_JMP_JGE_K, *k, offset(i, *ge)?, offset(i, *lt)?));
     }
     out.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+    out.push(ret_errno(DENY_ERRNO));
     Some(out)
 }
 

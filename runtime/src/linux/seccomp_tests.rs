@@ -124,7 +124,8 @@ fn prefix_is_patched_as_documented() {
                 .unwrap();
         assert!(allow > tree_at + 10, "a tree of {} nodes", allow - tree_at);
         assert_eq!(prog[allow], stmt(BPF_RET_K, ALLOW));
-        allow + 1
+        assert_eq!(prog[allow + 1], stmt(BPF_RET_K, DENY));
+        allow + 2
     };
     let at = body(&prog, 8);
     assert_eq!(prog[at], stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR));
@@ -624,9 +625,16 @@ fn the_dispatch_tree_changes_no_verdict_and_shortens_the_path_of_allowed_calls()
             allow_namespaces: false,
         },
     ] {
-        let (linear, ruled) = build_linear(&opts).unwrap();
+        let linear = build_linear(&opts).unwrap();
+        let ruled: Vec<u32> = rules(&opts).unwrap().keys().map(|n| *n as u32).collect();
         let tree = build(&opts).unwrap();
-        assert!(tree.len() > linear.len(), "no tree was inserted");
+        // Outright denials moved from seccompiler's chain into the tree: a shorter program.
+        assert!(
+            tree.len() < linear.len(),
+            "{} instructions with the tree, {} without",
+            tree.len(),
+            linear.len()
+        );
         let arg_sets = [
             a(&[]),
             a(&[u(libc::AF_UNIX), 1, 0]),
@@ -659,15 +667,33 @@ fn the_dispatch_tree_changes_no_verdict_and_shortens_the_path_of_allowed_calls()
 
 #[test]
 fn the_dispatch_tree_covers_edges() {
-    // Runs, a number 0, the top of the range; every number lands where its run says.
-    for ruled in [
-        vec![0u32],
-        vec![0, 1, 2, 7, 9, 10],
-        vec![5, u32::MAX],
-        vec![3, 4, 5],
-        (0..60).map(|n| n * 3).collect(),
-    ] {
-        let mut tree = dispatch_tree(&ruled).unwrap();
+    // Runs of one kind, neighbours of different kinds, 0 and the top of the range; every
+    // number lands where its leaf says, the rest is allowed.
+    let body = |v: Vec<u32>| v.into_iter().map(|n| (n, Leaf::Body)).collect::<Vec<_>>();
+    let cases: Vec<Vec<(u32, Leaf)>> = vec![
+        body(vec![0]),
+        body(vec![0, 1, 2, 7, 9, 10]),
+        body(vec![5, u32::MAX]),
+        body(vec![3, 4, 5]),
+        body((0..60).map(|n| n * 3).collect()),
+        vec![
+            (0, Leaf::Deny),
+            (1, Leaf::Body),
+            (2, Leaf::Deny),
+            (3, Leaf::Deny),
+        ],
+        vec![
+            (7, Leaf::Deny),
+            (8, Leaf::Body),
+            (20, Leaf::Body),
+            (u32::MAX, Leaf::Deny),
+        ],
+        (0..90)
+            .map(|n| (n * 2, if n % 3 == 0 { Leaf::Body } else { Leaf::Deny }))
+            .collect(),
+    ];
+    for leaves in cases {
+        let mut tree = dispatch_tree(&leaves).unwrap();
         // The body: one distinct verdict, so "went to the body" is visible.
         tree.push(stmt(BPF_RET_K, 0xdead));
         let mut prog = vec![stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR)];
@@ -675,17 +701,22 @@ fn the_dispatch_tree_covers_edges() {
         let mut probe: Vec<u32> = (0..700).collect();
         probe.extend([u32::MAX - 1, u32::MAX]);
         for nr in probe {
-            let want = if ruled.contains(&nr) { 0xdead } else { ALLOW };
+            let want = match leaves.iter().find(|(n, _)| *n == nr) {
+                Some((_, Leaf::Body)) => 0xdead,
+                Some((_, Leaf::Deny)) => DENY,
+                None => ALLOW,
+            };
             assert_eq!(
                 eval(&prog, 0, i64::from(nr), a(&[])),
                 want,
-                "{nr} in {ruled:?}"
+                "{nr} in {leaves:?}"
             );
         }
     }
     assert!(dispatch_tree(&[]).is_none());
     // Too many runs for 8-bit jumps: no tree (the linear body stays correct).
-    assert!(dispatch_tree(&(0..2000).map(|n| n * 2).collect::<Vec<_>>()).is_none());
+    let many: Vec<(u32, Leaf)> = (0..2000).map(|n| (n * 2, Leaf::Body)).collect();
+    assert!(dispatch_tree(&many).is_none());
 }
 
 /// Instructions executed for a native call without arguments.
