@@ -684,3 +684,58 @@ fn sigterm_removes_the_socket_and_detaches_every_link() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("may be incomplete"), "{err}");
 }
+
+#[test]
+fn enforce_never_leans_on_the_daemon_and_fails_closed_without_bpf_lsm() {
+    if !ready("enforce_never_leans_on_the_daemon_and_fails_closed_without_bpf_lsm") {
+        return;
+    }
+    let env = TestEnv::new();
+    let daemon = Daemon::start(&env, &env.root().join("daemon"));
+    let enforce = env
+        .write_settings(
+            "enforce.json",
+            r#"{ "warden": { "audit": { "required": true, "enforce": true } } }"#,
+        )
+        .display()
+        .to_string();
+    let fallback = env
+        .write_settings(
+            "fallback.json",
+            r#"{ "warden": { "audit": { "required": true, "enforce": true,
+                 "enforceFallback": "tracepoints" } } }"#,
+        )
+        .display()
+        .to_string();
+    // This machine refuses BPF LSM programs (the daemon says so at start); the guest of
+    // vm-tests is where they load.
+    assert!(
+        daemon.stderr().contains("no BPF LSM programs"),
+        "{}",
+        daemon.stderr()
+    );
+    let marker = env.project().join("ran");
+    let (code, stderr) = start_run(&env, &daemon, &["--settings", &enforce], "touch ran").wait();
+    // Enforcement cannot be had: refused before the command starts.
+    assert_eq!(code, 125, "{stderr}");
+    assert!(
+        stderr.contains("warden.audit.enforce") && stderr.contains("BPF LSM"),
+        "{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "the command ran without the enforcement it asked for"
+    );
+    // With the tracepoint fallback allowed, it runs and says it runs weaker.
+    let (code, stderr) = start_run(&env, &daemon, &["--settings", &fallback], "touch ran").wait();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(marker.exists());
+    assert!(stderr.contains("enforceFallback"), "{stderr}");
+    // Neither run registered with the daemon: enforce runs load their own programs, whose
+    // maps the LSM layer shares.
+    assert!(
+        !daemon.stderr().contains("unregistered warden-"),
+        "{}",
+        daemon.stderr()
+    );
+}

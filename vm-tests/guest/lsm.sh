@@ -99,6 +99,31 @@ echo "$v"
 echo "$v" | grep -q '/work/link' || fail violations-lists-the-observe-record
 ok warden-violations-lists-the-observe-record
 
+# The audit daemon loads the programs once, the LSM ones included: an audited run that
+# registers with it gets the LSM's observe records from the daemon.
+mkdir -p /run/warden
+warden audit --socket /run/warden/audit.sock --violations /tmp/node.jsonl >/tmp/daemon.out 2>&1 &
+daemon=$!
+i=0
+while [ ! -S /run/warden/audit.sock ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+[ -S /run/warden/audit.sock ] || { cat /tmp/daemon.out; fail daemon-started; }
+grep -q 'BPF LSM programs loaded' /tmp/daemon.out || { cat /tmp/daemon.out; fail daemon-loads-lsm; }
+ok the-daemon-loads-the-lsm-programs
+WARDEN_AUDIT_SOCKET=/run/warden/audit.sock warden run --settings /tmp/observe.json \
+	--violations /tmp/daemon-observe.jsonl --cwd /work -- \
+	/bin/sh -c 'cat /work/link; echo "link-rc=$?"' >/tmp/daemon-observe.out 2>&1
+cat /tmp/daemon-observe.out
+cat /tmp/daemon.out
+grep -q '^link-rc=0' /tmp/daemon-observe.out || fail daemon-observe-read-allowed
+grep -q 'judged by the BPF LSM programs (observe)' /tmp/daemon.out ||
+	fail daemon-scoped-the-run: not scoped
+cat /tmp/daemon-observe.jsonl
+grep '"target":"/work/link"' /tmp/daemon-observe.jsonl | grep '"layer":"lsm"' |
+	grep -q 'observe mode' || fail daemon-observe-record: no observe record of /work/link
+ok the-daemon-records-lsm-observe-for-a-registered-run
+kill $daemon
+wait $daemon
+
 say "done at $(elapsed)s"
 echo WARDEN-VM-PASS
 /bin/outb 16

@@ -82,7 +82,7 @@ impl Client {
 
     /// Registers the sandbox; the daemon watches its cgroup once this returns. Returns the
     /// programs the daemon attached for it.
-    pub fn register(&mut self, reg: &Register) -> Result<Vec<String>, AuditError> {
+    pub fn register(&mut self, reg: &Register) -> Result<Status, AuditError> {
         self.stream
             .set_write_timeout(Some(WRITE_TIMEOUT))
             .and_then(|()| self.stream.set_read_timeout(Some(REGISTER_TIMEOUT)))
@@ -99,9 +99,7 @@ impl Client {
             ));
         }
         match protocol::parse_reply(&buf).map_err(|e| daemon_err("its answer", e))? {
-            Reply::Status(Status {
-                ok: true, programs, ..
-            }) => Ok(programs),
+            Reply::Status(status) if status.ok => Ok(status),
             Reply::Status(Status { error, .. }) => Err(AuditError::Daemon(format!(
                 "refused: {}",
                 error.unwrap_or_else(|| "no reason given".into())

@@ -81,6 +81,9 @@ struct Entry {
 
 struct State {
     programs: Mutex<Programs>,
+    /// The BPF LSM programs, sharing the tracepoint programs' maps, where the kernel allows
+    /// them; else why not.
+    lsm: Mutex<Result<super::lsm::LsmPrograms, String>>,
     sandboxes: Mutex<HashMap<u64, Entry>>,
     collector: Arc<Collector>,
     metrics: Arc<NodeMetrics>,
@@ -120,10 +123,20 @@ pub fn run(config: &DaemonConfig) -> Result<(), AuditError> {
         .map_err(|e| err("metrics", e))?;
     let collector = Collector::new(config.violations.as_deref())?;
     let programs = Programs::load()?;
+    let lsm = super::lsm::LsmPrograms::load(Some(&programs.lsm_shared()));
+    match &lsm {
+        Ok(_) => eprintln!("warden audit: BPF LSM programs loaded (observe and enforce)"),
+        Err(why) => eprintln!("warden audit: no BPF LSM programs ({why}): tracepoints only"),
+    }
     let metrics = Arc::new(NodeMetrics::new());
     let node = metrics.node();
     for name in &programs.attached_names {
         node.program_loaded(name);
+    }
+    if lsm.is_ok() {
+        for name in super::lsm::PROGRAMS {
+            node.program_loaded(name);
+        }
     }
     for name in bpf::CGROUP_PROGRAMS {
         node.set_program(name, false);
@@ -136,6 +149,7 @@ pub fn run(config: &DaemonConfig) -> Result<(), AuditError> {
     let (drain_tx, drain_rx) = mpsc::channel();
     let state = Arc::new(State {
         programs: Mutex::new(programs),
+        lsm: Mutex::new(lsm),
         sandboxes: Mutex::new(HashMap::new()),
         collector,
         metrics: metrics.clone(),
@@ -554,12 +568,29 @@ fn register(
     }
     let mut names = programs.attached_names.clone();
     names.extend(bpf::CGROUP_PROGRAMS.iter().map(|s| s.to_string()));
+    let (lsm, warning) = match scope_lsm(state, id, reg.lsm.as_ref()) {
+        Ok(r) => r,
+        Err(e) => {
+            programs.unwatch(id);
+            return Err(e);
+        }
+    };
+    if let Some(mode) = &lsm {
+        names.extend(super::lsm::PROGRAMS.iter().map(|s| s.to_string()));
+        eprintln!(
+            "warden audit: {} judged by the BPF LSM programs ({mode})",
+            reg.sandbox
+        );
+    }
     let status = Status {
         ok: true,
         error: None,
         programs: names,
+        lsm,
+        warning,
     };
     if tx.try_send(protocol::line(&status)).is_err() {
+        unscope_lsm(state, id);
         programs.unwatch(id);
         return Err("the connection's queue".into());
     }
@@ -586,6 +617,58 @@ fn register(
     Ok(())
 }
 
+/// The BPF LSM path a registration asks for: `(mode scoped, warning for the run)`. Enforce
+/// without LSM is refused (fail closed) unless the run allows the tracepoint fallback.
+fn scope_lsm(
+    state: &State,
+    id: u64,
+    scope: Option<&protocol::LsmScope>,
+) -> Result<(Option<String>, Option<String>), String> {
+    let Some(scope) = scope else {
+        return Ok((None, None));
+    };
+    let mut lsm = state.lsm.lock().map_err(|_| "LSM programs poisoned")?;
+    let paths = |v: &[String]| -> Vec<PathBuf> { v.iter().map(PathBuf::from).collect() };
+    let rules = super::lsm::Rules {
+        writable: paths(&scope.writable),
+        protected: paths(&scope.protected),
+        deny_read: paths(&scope.deny_read),
+        allow_read: paths(&scope.allow_read),
+    };
+    let (mode, name) = if scope.enforce {
+        (super::lsm::MODE_ENFORCE, "enforce")
+    } else {
+        (super::lsm::MODE_OBSERVE, "observe")
+    };
+    let unavailable = match lsm.as_mut() {
+        Ok(programs) => match programs.scope(id, mode, &rules) {
+            Ok(()) => return Ok((Some(name.to_string()), None)),
+            Err(e) => format!("scoping them to the sandbox failed: {e}"),
+        },
+        Err(why) => why.clone(),
+    };
+    if scope.enforce && !scope.fallback {
+        return Err(format!(
+            "warden.audit.enforce: the audit daemon's BPF LSM programs are unavailable              ({unavailable}); set warden.audit.enforceFallback: \"{}\" to run on the              tracepoints",
+            super::lsm::FALLBACK_TRACEPOINTS
+        ));
+    }
+    let warning = scope.enforce.then(|| {
+        format!(
+            "warden.audit.enforce: the audit daemon's BPF LSM programs are unavailable              ({unavailable}); running on the tracepoints (enforceFallback)"
+        )
+    });
+    Ok((None, warning))
+}
+
+fn unscope_lsm(state: &State, id: u64) {
+    if let Ok(mut lsm) = state.lsm.lock() {
+        if let Ok(programs) = lsm.as_mut() {
+            programs.unscope(id);
+        }
+    }
+}
+
 /// Removes the sandbox from the kernel's map and the registry, detaches its programs.
 fn unregister(state: &State, reg: &Registration, group: &Metrics) {
     let entry = state
@@ -593,6 +676,7 @@ fn unregister(state: &State, reg: &Registration, group: &Metrics) {
         .lock()
         .ok()
         .and_then(|mut s| s.remove(&reg.cgroup_id));
+    unscope_lsm(state, reg.cgroup_id);
     if let Ok(mut programs) = state.programs.lock() {
         programs.unwatch(reg.cgroup_id);
         state.node.set_registered(programs.watched_count());

@@ -723,6 +723,8 @@ struct Session {
     stage: Stage,
     sandbox: String,
     cgroup_id: Option<u64>,
+    /// The BPF LSM path asked of the audit daemon (`lsm::begin` in daemon mode).
+    lsm: Option<lsm::LsmRequest>,
 }
 
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
@@ -751,6 +753,7 @@ pub fn begin(request: AuditRequest) -> Result<(), AuditError> {
             stage,
             sandbox: format!("warden-{}", std::process::id()),
             cgroup_id: None,
+            lsm: None,
         });
     }
     Ok(())
@@ -810,7 +813,11 @@ pub fn set_ignored(paths: Vec<PathBuf>) {
 /// Watches the sandbox's cgroup: registers it with the audit daemon, or with the run's own
 /// programs. `view` (the plan's mounts) is what the daemon's classifier needs. Errors only
 /// when auditing is required.
-pub fn watch(cgroup_dir: &Path, view: SandboxView) -> Result<(), AuditError> {
+pub fn watch(
+    cgroup_dir: &Path,
+    view: SandboxView,
+    lsm_rules: Option<lsm::Rules>,
+) -> Result<(), AuditError> {
     let Ok(mut guard) = SESSION.lock() else {
         return Ok(());
     };
@@ -824,18 +831,28 @@ pub fn watch(cgroup_dir: &Path, view: SandboxView) -> Result<(), AuditError> {
         let Stage::Daemon(mut client) = std::mem::replace(&mut s.stage, Stage::None) else {
             return Ok(());
         };
-        let registered = registration(s, cgroup_dir, &view)
-            .and_then(|(id, reg)| client.register(&reg).map(|programs| (id, programs)));
+        let registered = registration(s, cgroup_dir, &view, lsm_rules.as_ref())
+            .and_then(|(id, reg)| client.register(&reg).map(|status| (id, status)));
         match registered {
-            Ok((id, programs)) => {
+            Ok((id, status)) => {
                 s.cgroup_id = Some(id);
                 if let Some(m) = &s.request.metrics {
-                    for name in &programs {
+                    for name in &status.programs {
                         m.program_loaded(name);
                     }
                 }
+                if let Some(w) = &status.warning {
+                    eprintln!("warden: warning: {w}");
+                }
                 s.stage = Stage::Daemon(client);
                 return Ok(());
+            }
+            // Enforcement was asked of the daemon: without it, refuse (fail closed) rather
+            // than run on this process's tracepoint programs alone.
+            Err(e) if s.lsm.as_ref().is_some_and(|l| l.enforce) => {
+                return Err(AuditError::Load(format!(
+                    "the audit daemon did not take this sandbox with warden.audit.enforce: {e}"
+                )));
             }
             Err(e) if !s.request.enabled => {
                 eprintln!("warden: warning: the audit daemon did not take this sandbox: {e}");
@@ -890,6 +907,7 @@ fn registration(
     s: &Session,
     dir: &Path,
     view: &SandboxView,
+    lsm_rules: Option<&lsm::Rules>,
 ) -> Result<(u64, protocol::Register), AuditError> {
     use std::os::unix::fs::MetadataExt;
     let cg_err = |reason: String| AuditError::Cgroup {
@@ -937,6 +955,20 @@ fn registration(
             },
             unix_sockets,
             stream: s.request.enabled,
+            lsm: s.lsm.as_ref().map(|req| {
+                let text = |v: &[PathBuf]| -> Vec<String> {
+                    v.iter().map(|p| p.to_string_lossy().into_owned()).collect()
+                };
+                let rules = lsm_rules.cloned().unwrap_or_default();
+                protocol::LsmScope {
+                    enforce: req.enforce,
+                    fallback: req.fallback.as_deref() == Some(lsm::FALLBACK_TRACEPOINTS),
+                    writable: text(&rules.writable),
+                    protected: text(&rules.protected),
+                    deny_read: text(&rules.deny_read),
+                    allow_read: text(&rules.allow_read),
+                }
+            }),
         },
     ))
 }

@@ -105,6 +105,28 @@ pub struct Register {
     /// asked for no output of its own).
     #[serde(default = "yes")]
     pub stream: bool,
+    /// The BPF LSM path the run asks for (`warden.audit.enforce`, or observe records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lsm: Option<LsmScope>,
+}
+
+/// What the daemon's BPF LSM programs judge a sandbox by (paths as the host sees them) and how.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LsmScope {
+    /// Refuse (`warden.audit.enforce`); else observe.
+    pub enforce: bool,
+    /// `warden.audit.enforceFallback: "tracepoints"`: without BPF LSM, run on the tracepoints.
+    #[serde(default)]
+    pub fallback: bool,
+    #[serde(default)]
+    pub writable: Vec<String>,
+    #[serde(default)]
+    pub protected: Vec<String>,
+    #[serde(default)]
+    pub deny_read: Vec<String>,
+    #[serde(default)]
+    pub allow_read: Vec<String>,
 }
 
 /// A registration that passed [`Register::validate`].
@@ -118,6 +140,7 @@ pub struct Registration {
     pub view: View,
     pub unix_sockets: Option<Vec<Vec<u8>>>,
     pub stream: bool,
+    pub lsm: Option<LsmScope>,
 }
 
 /// Whether `id` is a sandbox id the daemon accepts.
@@ -156,6 +179,7 @@ impl Register {
                 .unix_sockets
                 .map(|v| v.into_iter().map(String::into_bytes).collect()),
             stream: self.stream,
+            lsm: self.lsm,
         })
     }
 }
@@ -188,6 +212,12 @@ pub struct Status {
     /// them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub programs: Vec<String>,
+    /// The BPF LSM mode the daemon scoped the sandbox with (`observe` or `enforce`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lsm: Option<String>,
+    /// Something the run should tell its user (the LSM path is unavailable, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 impl Status {
@@ -196,6 +226,8 @@ impl Status {
             ok: false,
             error: Some(error.into()),
             programs: Vec::new(),
+            lsm: None,
+            warning: None,
         }
     }
 }

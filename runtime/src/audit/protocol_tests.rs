@@ -40,6 +40,14 @@ fn a_registration_with_everything_round_trips() {
         },
         unix_sockets: Some(vec!["/run/x.sock".into()]),
         stream: false,
+        lsm: Some(LsmScope {
+            enforce: true,
+            fallback: false,
+            writable: vec!["/work".into()],
+            protected: vec!["/work/.git/hooks".into()],
+            deny_read: vec!["/home/u/.ssh".into()],
+            allow_read: vec!["/home/u/.ssh/known_hosts".into()],
+        }),
     };
     let text = line(&Request::Register(Box::new(reg.clone())));
     assert!(text.ends_with('\n') && text.matches('\n').count() == 1);

@@ -138,8 +138,12 @@ impl Backend for LinuxBackend {
                 }
                 applied.map_err(BackendError::Limits)?;
                 // Audit (#5): the cgroup id is watched before the go byte.
-                crate::audit::watch(cg.path(), crate::audit::view_of_plan(&plan))
-                    .map_err(audit_error)?;
+                crate::audit::watch(
+                    cg.path(),
+                    crate::audit::view_of_plan(&plan),
+                    Some(crate::audit::lsm::rules_of_plan(&plan)),
+                )
+                .map_err(audit_error)?;
                 crate::audit::lsm::scope(cg.path(), &plan).map_err(audit_error)?;
                 Some(cg)
             }
