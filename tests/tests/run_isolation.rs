@@ -924,9 +924,13 @@ fn sigkill_of_a_limited_run_leaves_no_cgroup() {
     assert_eq!(out.code, -1, "warden was not killed: {out:?}");
     // The v2 leaf and, in a hybrid layout, the pids, memory and cpu leaves in cgroup v1.
     assert!(!before.is_empty(), "no cgroup while the sandbox ran");
-    // The janitor removes them all.
+    // The janitor removes them all, and the run directory after them (it cleans up after
+    // warden's death, so the test waits for both, as the plain SIGKILL test does).
     let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline && before.iter().any(|d| d.exists()) {
+    while Instant::now() < deadline
+        && (before.iter().any(|d| d.exists())
+            || std::fs::read_dir(run_base(&env)).unwrap().next().is_some())
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_no_cgroup_left(pid);

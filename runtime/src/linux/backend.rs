@@ -33,14 +33,14 @@ pub struct LinuxSandbox {
     placeholders: super::placeholder::Held,
     network: Option<crate::net::service::Service>,
     approvals_socket: Option<PathBuf>,
-    _janitor: Janitor,
+    janitor: Janitor,
 }
 
 impl Backend for LinuxBackend {
     type Workspace = LinuxWorkspace;
     type Sandbox = LinuxSandbox;
 
-    /// Must be called while the process is single-threaded (it forks the janitor), as
+    /// Must be called while the process is single-threaded (it starts the janitor), as
     /// `warden run` does first thing.
     fn workspace(&self) -> Result<LinuxWorkspace, BackendError> {
         // SAFETY: documented precondition: no thread has been started yet.
@@ -247,7 +247,7 @@ impl Backend for LinuxBackend {
                     placeholders,
                     network,
                     approvals_socket: command.approvals.clone(),
-                    _janitor: janitor,
+                    janitor,
                 })
             }
             Err(e) => {
@@ -291,11 +291,10 @@ impl Sandbox for LinuxSandbox {
             super::janitor::remove_socket(sock);
         }
         placeholders.release();
-        let removed = self.run_dir.remove();
-        match removed {
+        match self.run_dir.remove() {
             // Nothing reported to the janitor is left (placeholders still held by another
             // sandbox are that sandbox's to remove).
-            Ok(()) if cgroup_removed => self._janitor.done(),
+            Ok(()) if cgroup_removed => self.janitor.done(),
             Ok(()) => {}
             Err(e) => eprintln!("warden: warning: removing the run directory: {e}"),
         }
@@ -319,10 +318,8 @@ fn limits(policy: &Policy) -> Limits {
     }
 }
 
-/// Listeners for the proxy when the policy can allow any destination — some `allowedDomains`
-/// entry, a host the session approved, or an external proxy (`httpProxyPort`/`socksProxyPort`)
-/// that decides — and not
-/// everything denied (`--no-network` denies `*`); and pid 1's connector for `--publish`.
+/// Listeners for the proxy when the policy wants one ([`Policy::wants_proxy`]), and pid 1's
+/// connector for `--publish`.
 fn network_plan(policy: &Policy, publish: bool, approver: bool) -> Option<super::net::NetworkPlan> {
     let proxy = policy.wants_proxy(approver);
     (proxy || publish).then(|| super::net::NetworkPlan {
