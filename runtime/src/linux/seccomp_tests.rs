@@ -77,16 +77,21 @@ fn u(v: libc::c_int) -> u64 {
     u64::from(v as u32)
 }
 
-#[test]
-fn build_is_deterministic_and_non_empty() {
-    for opts in [
+/// Each combination of options the sandbox uses.
+fn every_option_set() -> [SeccompOptions; 3] {
+    [
         default_opts(),
         permissive_opts(),
         SeccompOptions {
             allow_unix_sockets: true,
             allow_namespaces: false,
         },
-    ] {
+    ]
+}
+
+#[test]
+fn build_is_deterministic_and_non_empty() {
+    for opts in every_option_set() {
         let first = build(&opts).unwrap();
         let second = build(&opts).unwrap();
         assert_eq!(first, second);
@@ -617,14 +622,7 @@ fn install_refuses_empty_and_oversized_programs() {
 
 #[test]
 fn the_dispatch_tree_changes_no_verdict_and_shortens_the_path_of_allowed_calls() {
-    for opts in [
-        default_opts(),
-        permissive_opts(),
-        SeccompOptions {
-            allow_unix_sockets: true,
-            allow_namespaces: false,
-        },
-    ] {
+    for opts in every_option_set() {
         let linear = build_linear(&opts).unwrap();
         let ruled: Vec<u32> = rules(&opts).unwrap().keys().map(|n| *n as u32).collect();
         let tree = build(&opts).unwrap();

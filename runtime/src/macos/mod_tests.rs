@@ -1,22 +1,7 @@
 use super::*;
+use crate::policy::limits::test_policy_with as policy;
 use crate::policy::limits::Rlimit;
-use crate::policy::merge::test_policy;
-use crate::policy::settings::{LimitsSettings, SandboxSettings, WardenSettings};
-
-fn policy(
-    limits: LimitsSettings,
-    fail_if_unavailable: Option<bool>,
-) -> crate::policy::merge::Policy {
-    test_policy(SandboxSettings {
-        fail_if_unavailable,
-        warden: Some(WardenSettings {
-            limits: Some(limits),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .expect("policy")
-}
+use crate::policy::settings::LimitsSettings;
 
 #[test]
 fn rlimits_are_enforced_and_cgroup_limits_refused_unless_weaker_is_allowed() {

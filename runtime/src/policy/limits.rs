@@ -77,6 +77,25 @@ pub fn cgroup_limits(policy: &Policy) -> Vec<(&'static str, String)> {
     out
 }
 
+/// A policy with `limits` as warden's limits and `failIfUnavailable` as given (tests of both
+/// backends).
+#[cfg(test)]
+pub(crate) fn test_policy_with(
+    limits: crate::policy::settings::LimitsSettings,
+    fail_if_unavailable: Option<bool>,
+) -> Policy {
+    use crate::policy::settings::{SandboxSettings, WardenSettings};
+    crate::policy::merge::test_policy(SandboxSettings {
+        fail_if_unavailable,
+        warden: Some(WardenSettings {
+            limits: Some(limits),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .expect("policy")
+}
+
 #[cfg(test)]
 #[path = "limits_tests.rs"]
 mod tests;

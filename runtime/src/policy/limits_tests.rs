@@ -1,17 +1,9 @@
 use super::*;
-use crate::policy::merge::test_policy;
-use crate::policy::settings::{LimitsSettings, SandboxSettings, WardenSettings};
+use crate::policy::settings::LimitsSettings;
 use std::collections::BTreeMap;
 
 fn policy(limits: LimitsSettings) -> Policy {
-    test_policy(SandboxSettings {
-        warden: Some(WardenSettings {
-            limits: Some(limits),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .expect("policy")
+    test_policy_with(limits, None)
 }
 
 #[test]
