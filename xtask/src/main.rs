@@ -75,6 +75,12 @@ commands:
                         git status and cargo build, events/s without drops,
                         violation-to-metric latency; root; N rounds (default 10);
                         writes target/bench-audit.md
+  bench proxy [--rounds N]
+                        256 MiB download and 200 small requests: direct, through
+                        warden's three proxy modes and through srt's, N rounds
+                        (default 5); on loopback, and as root over a veth pair to a
+                        network namespace, unshaped and shaped to 10 and 1 Gbit/s;
+                        writes target/bench-proxy.md
   ops-screenshot        render docs/ops/grafana-dashboard.json's queries from a live
                         Prometheus scraping two warden runs into docs/ops/dashboard.png
                         (headless Chromium; not Grafana, which no registry we use has);
@@ -106,7 +112,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
         Some((command, rest)) => (command.as_str(), rest),
         None => ("", &[][..]),
     };
-    if !rest.is_empty() && !matches!(command, "bench" | "fuzz") {
+    if !rest.is_empty() && !matches!(command, "bench" | "fuzz" | "__bench-serve") {
         return Ok(usage_error(&format!("`{command}` takes no arguments")));
     }
     match command {
@@ -117,6 +123,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
         "bench" => return bench(rest),
         "vm-test" => vm_test::vm_test()?,
         "fuzz" => return fuzz(rest),
+        "__bench-serve" => return bench_proxy::serve_main(rest),
         "help" | "-h" | "--help" => print!("{USAGE}"),
         "" => return Ok(usage_error("no command given")),
         other => return Ok(usage_error(&format!("unknown command `{other}`"))),
@@ -738,11 +745,22 @@ fn bench(args: &[String]) -> Result<ExitCode> {
         return bench_audit_cmd(rest);
     }
     if let Some(("proxy", rest)) = args.split_first().map(|(n, r)| (n.as_str(), r)) {
-        if let Some(arg) = rest.first() {
-            return Ok(usage_error(&format!(
-                "bench proxy: unknown argument `{arg}`"
-            )));
-        }
+        let rounds = match rest {
+            [] => bench_proxy::ROUNDS,
+            [flag, n] if flag == "--rounds" => match n.parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Ok(usage_error(&format!(
+                        "bench proxy: `--rounds {n}`: expected a positive whole number"
+                    )))
+                }
+            },
+            [arg, ..] => {
+                return Ok(usage_error(&format!(
+                    "bench proxy: unknown argument `{arg}`"
+                )))
+            }
+        };
         if let Err(e) = setup_bench() {
             println!("bench proxy: warning: installing the peers failed ({e:#}); going on with what is there");
         }
@@ -757,7 +775,7 @@ fn bench(args: &[String]) -> Result<ExitCode> {
         let tmp = tempfile::Builder::new()
             .prefix("warden-bench-proxy-")
             .tempdir()?;
-        return bench_proxy::run(&target.join("release").join("warden"), tmp.path());
+        return bench_proxy::run(&target.join("release").join("warden"), tmp.path(), rounds);
     }
     let (names, criterion_args) = match args.split_first() {
         None => (BENCHES.to_vec(), &[][..]),
