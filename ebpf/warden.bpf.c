@@ -166,7 +166,7 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 #define NR_renameat2 316
 #define NR_openat2 437
 #define NR_fchmodat2 452
-#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#define SYSCALL_NR(regs) ((regs)->orig_ax)
 #else
 #error "warden's audit programs support x86_64 only so far"
 #endif
@@ -220,16 +220,19 @@ static __always_inline bool file_syscall(long nr, struct file_args *a)
 #undef F
 }
 
-/* The syscall's argument `i` from the user registers saved at entry. */
+/* The syscall's argument `i` from the user registers saved at entry. `regs` comes typed from
+ * the tp_btf tracepoints, so these are plain loads (the verifier guards them), not helper
+ * calls: a bpf_probe_read per argument cost ~25 ns, and sys_exit read the call's number on
+ * every system call of every process. */
 static __always_inline unsigned long arg(struct pt_regs *regs, int i)
 {
 	switch (i) {
-	case 0: return PT_REGS_PARM1_CORE_SYSCALL(regs);
-	case 1: return PT_REGS_PARM2_CORE_SYSCALL(regs);
-	case 2: return PT_REGS_PARM3_CORE_SYSCALL(regs);
-	case 3: return PT_REGS_PARM4_CORE_SYSCALL(regs);
-	case 4: return PT_REGS_PARM5_CORE_SYSCALL(regs);
-	default: return PT_REGS_PARM6_CORE_SYSCALL(regs);
+	case 0: return PT_REGS_PARM1_SYSCALL(regs);
+	case 1: return PT_REGS_PARM2_SYSCALL(regs);
+	case 2: return PT_REGS_PARM3_SYSCALL(regs);
+	case 3: return PT_REGS_PARM4_SYSCALL(regs);
+	case 4: return PT_REGS_PARM5_SYSCALL(regs);
+	default: return PT_REGS_PARM6_SYSCALL(regs);
 	}
 }
 
@@ -534,11 +537,9 @@ static __always_inline void file_exit(struct pending *p, long ret)
  * of a tracepoint per call: detaching each syscall tracepoint costs a grace period, ~70 ms
  * here, which would delay the end of every run by seconds.)
  */
-SEC("raw_tp/sys_enter")
-int sys_enter(struct bpf_raw_tracepoint_args *ctx)
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
 {
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	long nr = (long)ctx->args[1];
 	struct file_args a;
 	if (file_syscall(nr, &a))
 		file_enter(regs, nr, &a);
@@ -573,11 +574,9 @@ static __always_inline bool may_have_connect(long nr)
 	       nr == NR_io_uring_enter;
 }
 
-SEC("raw_tp/sys_exit")
-int sys_exit(struct bpf_raw_tracepoint_args *ctx)
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	long ret = (long)ctx->args[1];
 	long nr = SYSCALL_NR(regs);
 	struct file_args a;
 	if (file_syscall(nr, &a)) {
