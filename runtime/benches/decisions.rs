@@ -65,6 +65,7 @@ fn policy() -> (Policy, MemFs) {
         home: PathBuf::from("/home/dev"),
         tmpdir: Some(PathBuf::from("/tmp/warden-bench")),
         approver_attached: true,
+        protected: Vec::new(),
     };
     let p = Policy::build(&[layer(Layer::User, 0, "bench.json", settings)], ctx, &fs)
         .unwrap_or_else(|e| panic!("bench policy: {e}"));

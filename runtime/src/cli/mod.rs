@@ -150,13 +150,72 @@ impl PolicyArgs {
                 .then(|| std::env::var_os("TMPDIR").map(PathBuf::from))
                 .flatten()
         });
+        let protected = protected_config(&paths, &self.settings);
         let context = Context {
             cwd,
             home,
             tmpdir,
             approver_attached: !self.non_interactive,
+            protected,
         };
         Ok((layers, context))
+    }
+}
+
+/// Configuration no sandbox may write, by absolute path: warden's user settings directory,
+/// the user's git configuration directory, the managed settings file and every `--settings`
+/// file (a sandbox that could edit one would widen the next run, or run code outside through
+/// git). Each as written and, where a symlink leads elsewhere, as resolved.
+fn protected_config(
+    paths: &LayerPaths,
+    settings: &[PathBuf],
+) -> Vec<crate::policy::mandatory::ConfigPath> {
+    use crate::policy::mandatory::ConfigPath;
+    let mut out = Vec::new();
+    let mut push = |path: PathBuf, dir: bool, what: &'static str| {
+        let real = resolve_existing_prefix(&path);
+        if real != path {
+            out.push(ConfigPath {
+                path: real,
+                dir,
+                what,
+            });
+        }
+        out.push(ConfigPath { path, dir, what });
+    };
+    if let Some(dir) = paths.user.parent() {
+        push(dir.to_path_buf(), true, "warden user settings");
+        if let Some(config) = dir.parent() {
+            push(config.join("git"), true, "git user configuration");
+        }
+    }
+    push(paths.managed.clone(), false, "warden managed settings");
+    for f in settings {
+        let f = std::path::absolute(f).unwrap_or_else(|_| f.clone());
+        push(f, false, "warden settings file (--settings)");
+    }
+    out
+}
+
+/// `path` with its longest existing prefix resolved (symlinks followed), the rest appended.
+fn resolve_existing_prefix(path: &std::path::Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = path.to_path_buf();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&cur) {
+            let mut out = real;
+            for name in rest.iter().rev() {
+                out.push(name);
+            }
+            return out;
+        }
+        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                cur = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }
 

@@ -96,6 +96,7 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<i32> {
                     home: home.clone(),
                     tmpdir: None,
                     approver_attached: false,
+                    protected: Vec::new(),
                 };
                 let input = layer(Layer::Cli, 0, &f.display().to_string(), parsed.settings);
                 Policy::build(&[input], ctx, &RealFs)

@@ -242,6 +242,7 @@ fn policy(dir: &Path, layers: Vec<crate::policy::merge::LayerInput>) -> Policy {
         home: dir.join("home"),
         tmpdir: None,
         approver_attached: true,
+        protected: Vec::new(),
     };
     Policy::build(&layers, ctx, &crate::policy::fsview::MemFs::new()).unwrap()
 }

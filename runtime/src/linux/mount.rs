@@ -269,6 +269,10 @@ pub fn apply(plan: &Plan) -> Result<(), MountError> {
                 bind(src, &dst)?;
                 setattr_recursive(&dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)?;
             }
+            MountOp::Pin { path } => {
+                let dst = under(root, path);
+                bind(&dst, &dst)?;
+            }
             MountOp::ReadOnly { path } => {
                 let dst = under(root, path);
                 bind_ro(&dst, &dst)?;

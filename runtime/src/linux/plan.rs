@@ -21,6 +21,12 @@ pub enum MountOp {
     Writable { path: PathBuf },
     /// A host directory `src` shown at `dst`, read-write (the private TMPDIR).
     WritableAt { src: PathBuf, dst: PathBuf },
+    /// A directory inside a writable root bound onto itself (read-write as before), so it is
+    /// a mount point and cannot be renamed or removed: every directory between a writable
+    /// root and a protected or masked entry below it is pinned, or renaming an ancestor aside
+    /// would carry the protection away and free the name (the kernel refuses to rename a
+    /// mount point, not its parents).
+    Pin { path: PathBuf },
     /// A path made read-only again (denyWrite, mandatory protections).
     ReadOnly { path: PathBuf },
     /// A directory hidden behind an empty read-only tmpfs (denyRead).
@@ -223,16 +229,16 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
 
     // Read-only again inside the writable roots: denyWrite and existing protected paths.
     let mut read_only: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut placeholders = Vec::new();
     let lifted = |p: &Path| approved_write.iter().any(|a| p.starts_with(a));
     for rule in &paths.deny_write {
         match &rule.pattern {
+            // Existing: read-only; missing: its first missing component becomes a placeholder,
+            // so it cannot be created either.
             PathPattern::Literal { lexical, resolved } => {
                 for p in [Some(lexical), resolved.as_ref()].into_iter().flatten() {
-                    if fs.kind(p).is_some()
-                        && writable.iter().any(|w| p.starts_with(w))
-                        && !lifted(p)
-                    {
-                        read_only.insert(p.clone());
+                    if !lifted(p) {
+                        guard_path(fs, p, false, &writable, &mut read_only, &mut placeholders);
                     }
                 }
             }
@@ -264,11 +270,28 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             &mut read_only,
         );
     }
+    // Configuration protected by absolute path (warden's settings, git's user config).
+    for c in &paths.mandatory.config {
+        guard_path(
+            fs,
+            &c.path,
+            c.dir,
+            &writable,
+            &mut read_only,
+            &mut placeholders,
+        );
+    }
+    // The home directory as the roots name it (resolved): a home reached through a symlink
+    // is still the home.
+    let home_real = crate::policy::fsview::resolve(fs, Path::new("/"), &p.context.home)
+        .unwrap_or_else(|_| p.context.home.clone());
     // Protected entries directly in each writable root: every one is a placeholder candidate
     // (another sandbox's placeholder exists already); a missing one is masked read-only too.
-    let mut placeholders = Vec::new();
     for root in &writable {
         let mut missing = |path: PathBuf, dir: bool| {
+            if placeholders.iter().any(|p: &Placeholder| p.path == path) {
+                return;
+            }
             if fs.kind(&path).is_none() {
                 read_only.insert(path.clone());
             }
@@ -281,20 +304,22 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             missing(root.join(".git/hooks"), true);
         }
         // Shell rc files and .ssh only where they take effect: a writable home directory.
-        if *root == p.context.home {
+        if *root == home_real || *root == p.context.home {
             missing(root.join(".ssh"), true);
-            for name in PROTECTED_FILES
-                .iter()
-                .filter(|n| n.starts_with(".bash") || n.starts_with(".z") || **n == ".profile")
-            {
+            for name in PROTECTED_FILES.iter().filter(|n| {
+                n.starts_with(".bash")
+                    || n.starts_with(".z")
+                    || **n == ".profile"
+                    || **n == ".gitconfig"
+            }) {
                 missing(root.join(name), false);
             }
         }
     }
     for gitdir in &paths.mandatory.extra_git_dirs {
-        for name in ["hooks", "config", "config.worktree"] {
+        for name in ["hooks", "config", "config.worktree", "commondir", "gitdir"] {
             let p = gitdir.join(name);
-            if (name == "hooks" || !paths.mandatory.allow_git_config)
+            if (!name.starts_with("config") || !paths.mandatory.allow_git_config)
                 && fs.kind(&p).is_some()
                 && writable.iter().any(|w| p.starts_with(w))
             {
@@ -318,10 +343,22 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             &mut reprotected,
         );
     }
+    let mut pin_roots = writable.clone();
+    if tmp_enabled {
+        pin_roots.push(input.dirs.tmpdir.clone());
+    }
+    let pin_at = mounts.len();
+    let read_only_list: Vec<PathBuf> = read_only.iter().cloned().collect();
     mounts.extend(read_only.into_iter().map(|path| MountOp::ReadOnly { path }));
     for a in &rewritable {
         mounts.push(MountOp::Writable { path: a.clone() });
     }
+    let rewritable_pins = pins(reprotected.iter(), &rewritable, &reprotected);
+    mounts.extend(
+        rewritable_pins
+            .into_iter()
+            .map(|path| MountOp::Pin { path }),
+    );
     mounts.extend(
         reprotected
             .into_iter()
@@ -385,6 +422,25 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             });
         }
     }
+
+    // Pins for everything protected or masked inside a writable root, before the first
+    // read-only mount (each later mount lands inside the pinned directories).
+    let masked: Vec<PathBuf> = mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountOp::MaskDir { path } | MountOp::MaskFile { path } => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    let ro_set: BTreeSet<PathBuf> = read_only_list.iter().cloned().collect();
+    let pinned = pins(
+        read_only_list.iter().chain(masked.iter()),
+        &pin_roots,
+        &ro_set,
+    );
+    let rest = mounts.split_off(pin_at);
+    mounts.extend(pinned.into_iter().map(|path| MountOp::Pin { path }));
+    mounts.extend(rest);
 
     // /etc/resolv.conf (or what its symlink points at) shows the stub resolver.
     if let Some(net) = input.network.as_ref().filter(|n| n.plan.dns) {
@@ -505,6 +561,85 @@ fn expand_glob(
     Ok(out)
 }
 
+/// A protected `path` inside a writable root (the deepest of `roots` holding it): read-only
+/// if it exists; otherwise its first missing component becomes a placeholder — a directory,
+/// or for the last component a file unless `dir` — masked read-only, so the path cannot be
+/// created. Outside every writable root nothing is needed (the host is read-only there); a
+/// symlink on the way is left alone (the policy protects what it resolves to).
+fn guard_path(
+    fs: &dyn FsView,
+    path: &Path,
+    dir: bool,
+    roots: &[PathBuf],
+    read_only: &mut BTreeSet<PathBuf>,
+    placeholders: &mut Vec<Placeholder>,
+) {
+    let Some(root) = roots
+        .iter()
+        .filter(|w| path.starts_with(w))
+        .max_by_key(|w| w.components().count())
+    else {
+        return;
+    };
+    if fs.kind(path).is_some() {
+        read_only.insert(path.to_path_buf());
+        return;
+    }
+    let Ok(rel) = path.strip_prefix(root) else {
+        return;
+    };
+    let mut cur = root.clone();
+    for comp in rel.components() {
+        cur.push(comp);
+        match fs.kind(&cur) {
+            Some(FileKind::Dir) => {}
+            Some(_) => return,
+            None => {
+                let last = cur.as_path() == path;
+                if !placeholders.iter().any(|p| p.path == cur) {
+                    placeholders.push(Placeholder {
+                        path: cur.clone(),
+                        dir: !last || dir,
+                    });
+                }
+                read_only.insert(cur);
+                return;
+            }
+        }
+    }
+}
+
+/// The directories to pin ([`MountOp::Pin`]) for `targets`: every directory strictly
+/// between a target and the deepest of `roots` holding it, except those at or below an entry
+/// of `covered` (read-only already: nothing inside can be renamed).
+fn pins<'a>(
+    targets: impl Iterator<Item = &'a PathBuf>,
+    roots: &[PathBuf],
+    covered: &BTreeSet<PathBuf>,
+) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for t in targets {
+        let Some(root) = roots
+            .iter()
+            .filter(|w| t.starts_with(w) && t != *w)
+            .max_by_key(|w| w.components().count())
+        else {
+            continue;
+        };
+        let mut a = t.parent();
+        while let Some(dir) = a {
+            if dir == root.as_path() || !dir.starts_with(root) {
+                break;
+            }
+            if !covered.iter().any(|c| dir.starts_with(c)) {
+                out.insert(dir.to_path_buf());
+            }
+            a = dir.parent();
+        }
+    }
+    out
+}
+
 /// Existing protected files and directories below `root`, at most `depth` levels down.
 fn find_protected(
     fs: &dyn FsView,
@@ -522,11 +657,22 @@ fn find_protected(
             out.insert(path);
             continue;
         }
-        if name == ".git" && kind == Some(crate::policy::fsview::FileKind::Dir) {
-            for sub in ["hooks", "config", "config.worktree"] {
-                let p = path.join(sub);
-                if (sub == "hooks" || !allow_git_config) && fs.kind(&p).is_some() {
-                    out.insert(p);
+        // A `.git` file points at the git dir (worktrees, submodules): repointing it would
+        // bring hooks and config of the command's choosing.
+        if name == ".git" && kind == Some(FileKind::File) {
+            out.insert(path);
+            continue;
+        }
+        if name == ".git" && kind == Some(FileKind::Dir) {
+            protect_git_dir(fs, &path, allow_git_config, out);
+            if fs.kind(&path.join("modules")) == Some(FileKind::Dir) {
+                submodule_git_dirs(fs, &path.join("modules"), 0, allow_git_config, out);
+            }
+            let worktrees = path.join("worktrees");
+            for wt in fs.read_dir(&worktrees) {
+                let wt = worktrees.join(wt);
+                if fs.kind(&wt) == Some(FileKind::Dir) {
+                    protect_git_dir(fs, &wt, allow_git_config, out);
                 }
             }
             continue;
@@ -536,6 +682,54 @@ fn find_protected(
             && !SEARCH_SKIP.contains(&name)
         {
             find_protected(fs, &path, depth - 1, allow_git_config, out);
+        }
+    }
+}
+
+/// The existing entries of a git dir that decide what runs: hooks, config (unless released)
+/// and a linked worktree's pointers.
+fn protect_git_dir(
+    fs: &dyn FsView,
+    gitdir: &Path,
+    allow_git_config: bool,
+    out: &mut BTreeSet<PathBuf>,
+) {
+    for sub in ["hooks", "config", "config.worktree", "commondir", "gitdir"] {
+        let p = gitdir.join(sub);
+        if (!sub.starts_with("config") || !allow_git_config) && fs.kind(&p).is_some() {
+            out.insert(p);
+        }
+    }
+}
+
+/// Levels of `.git/modules` searched for submodule git dirs (a module's name may have
+/// several components, and modules nest).
+const MODULES_DEPTH: usize = 8;
+
+/// The git dirs of submodules below `.git/modules` (a directory holding `HEAD`), protected
+/// like the main one.
+fn submodule_git_dirs(
+    fs: &dyn FsView,
+    dir: &Path,
+    depth: usize,
+    allow_git_config: bool,
+    out: &mut BTreeSet<PathBuf>,
+) {
+    if depth >= MODULES_DEPTH {
+        return;
+    }
+    for name in fs.read_dir(dir) {
+        let p = dir.join(&name);
+        if fs.kind(&p) != Some(FileKind::Dir) {
+            continue;
+        }
+        if fs.kind(&p.join("HEAD")).is_some() {
+            protect_git_dir(fs, &p, allow_git_config, out);
+            if fs.kind(&p.join("modules")) == Some(FileKind::Dir) {
+                submodule_git_dirs(fs, &p.join("modules"), depth + 1, allow_git_config, out);
+            }
+        } else {
+            submodule_git_dirs(fs, &p, depth + 1, allow_git_config, out);
         }
     }
 }

@@ -32,6 +32,7 @@ fn plan_for(settings: SandboxSettings, fs: &MemFs) -> Result<Plan, PlanError> {
         home: "/home/u".into(),
         tmpdir: Some("/run/warden-1/tmp".into()),
         approver_attached: false,
+        protected: Vec::new(),
     };
     let policy = Policy::build(&[layer(Layer::User, 0, "u.json", settings)], ctx, fs).unwrap();
     build(
@@ -345,6 +346,7 @@ fn a_writable_home_gets_rc_file_placeholders() {
         home: "/home/u".into(),
         tmpdir: None,
         approver_attached: false,
+        protected: Vec::new(),
     };
     let policy = Policy::build(&[], ctx, &fs).unwrap();
     let plan = build(
@@ -367,4 +369,213 @@ fn a_writable_home_gets_rc_file_placeholders() {
     // Existing ones are candidates as well (held only if they carry the placeholder mark).
     assert!(ph.contains(&Path::new("/home/u/.profile")), "{ph:?}");
     assert!(ph.contains(&Path::new("/home/u/.ssh")), "{ph:?}");
+}
+
+fn plan_with(ctx: Context, settings: SandboxSettings, fs: &MemFs) -> Plan {
+    let policy = Policy::build(&[layer(Layer::User, 0, "u.json", settings)], ctx, fs).unwrap();
+    build(
+        PlanInput {
+            policy: &policy,
+            argv: vec![b"true".to_vec()],
+            env: vec![],
+            dirs: RunDirs {
+                root: "/run/warden-1/root".into(),
+                tmpdir: "/run/warden-1/tmp".into(),
+            },
+            network: None,
+        },
+        fs,
+    )
+    .unwrap()
+}
+
+fn pins_of(plan: &Plan) -> Vec<PathBuf> {
+    plan.mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountOp::Pin { path } => Some(path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ctx(cwd: &str, home: &str) -> Context {
+    Context {
+        cwd: cwd.into(),
+        home: home.into(),
+        tmpdir: None,
+        approver_attached: false,
+        protected: Vec::new(),
+    }
+}
+
+#[test]
+fn every_directory_between_a_root_and_a_protection_is_pinned_first() {
+    let mut fs = fs();
+    fs.file("/w/conf/app/secret.key", "k");
+    let settings: SandboxSettings = serde_json::from_str(
+        r#"{"filesystem":{"denyRead":["/w/conf/app/secret.key"],"denyWrite":["/w/secrets"]}}"#,
+    )
+    .unwrap();
+    let plan = plan_for(settings, &fs).unwrap();
+    let pins = pins_of(&plan);
+    // .git/hooks and .git/config: .git; sub/deeper/.mcp.json: sub and sub/deeper; the denyRead
+    // file: conf and conf/app. Not the roots themselves, not the protected entries.
+    for want in [
+        "/w/.git",
+        "/w/sub",
+        "/w/sub/deeper",
+        "/w/conf",
+        "/w/conf/app",
+    ] {
+        assert!(pins.contains(&p(want)), "{want} not pinned: {pins:?}");
+    }
+    for not in [
+        "/w",
+        "/w/.git/hooks",
+        "/w/secrets",
+        "/w/conf/app/secret.key",
+    ] {
+        assert!(!pins.contains(&p(not)), "{not} pinned: {pins:?}");
+    }
+    // Every pin precedes every read-only mount and mask (those land inside the pins).
+    let last_pin = plan
+        .mounts
+        .iter()
+        .rposition(|m| matches!(m, MountOp::Pin { .. }))
+        .unwrap();
+    let first_protection = plan
+        .mounts
+        .iter()
+        .position(|m| {
+            matches!(
+                m,
+                MountOp::ReadOnly { .. } | MountOp::MaskFile { .. } | MountOp::MaskDir { .. }
+            )
+        })
+        .unwrap();
+    assert!(last_pin < first_protection, "{:?}", plan.mounts);
+    // Shallow before deep.
+    let pos = |x: &str| pins.iter().position(|q| *q == p(x)).unwrap();
+    assert!(pos("/w/sub") < pos("/w/sub/deeper"));
+}
+
+#[test]
+fn a_missing_literal_deny_write_path_gets_a_placeholder_at_its_first_missing_component() {
+    let fs = fs();
+    let settings: SandboxSettings = serde_json::from_str(
+        r#"{"filesystem":{"denyWrite":["/w/deploy.sh","/w/newdir/x/y","/w/src/gen/out.rs","/elsewhere/z"]}}"#,
+    )
+    .unwrap();
+    let plan = plan_for(settings, &fs).unwrap();
+    let ph: Vec<(PathBuf, bool)> = plan
+        .placeholders
+        .iter()
+        .map(|x| (x.path.clone(), x.dir))
+        .collect();
+    assert!(ph.contains(&(p("/w/deploy.sh"), false)), "{ph:?}");
+    assert!(ph.contains(&(p("/w/newdir"), true)), "{ph:?}");
+    assert!(ph.contains(&(p("/w/src/gen"), true)), "{ph:?}");
+    assert!(
+        !ph.iter().any(|(x, _)| x.starts_with("/elsewhere")),
+        "{ph:?}"
+    );
+    for x in ["/w/deploy.sh", "/w/newdir", "/w/src/gen"] {
+        assert!(
+            plan.mounts.contains(&MountOp::ReadOnly { path: p(x) }),
+            "{x}"
+        );
+    }
+    // /w/src holds a placeholder two levels down: pinned.
+    assert!(pins_of(&plan).contains(&p("/w/src")));
+}
+
+#[test]
+fn submodule_git_dirs_worktree_pointers_and_git_files_are_read_only() {
+    let mut fs = fs();
+    fs.file("/w/.git/modules/libs/foo/HEAD", "ref")
+        .dir("/w/.git/modules/libs/foo/hooks")
+        .file("/w/.git/modules/libs/foo/config", "")
+        .dir("/w/.git/modules/libs/foo/objects")
+        .file("/w/.git/modules/libs/foo/modules/inner/HEAD", "ref")
+        .file("/w/.git/modules/libs/foo/modules/inner/config", "")
+        .file("/w/.git/worktrees/wt2/commondir", "../..")
+        .file("/w/.git/worktrees/wt2/gitdir", "/wt2/.git")
+        .file("/w/.git/worktrees/wt2/HEAD", "ref")
+        .file("/w/libs/foo/.git", "gitdir: ../../.git/modules/libs/foo");
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    for x in [
+        "/w/.git/modules/libs/foo/hooks",
+        "/w/.git/modules/libs/foo/config",
+        "/w/.git/modules/libs/foo/modules/inner/config",
+        "/w/.git/worktrees/wt2/commondir",
+        "/w/.git/worktrees/wt2/gitdir",
+        "/w/libs/foo/.git",
+    ] {
+        assert!(
+            plan.mounts.contains(&MountOp::ReadOnly { path: p(x) }),
+            "{x}"
+        );
+    }
+    for x in [
+        "/w/.git/modules/libs/foo/objects",
+        "/w/.git/worktrees/wt2/HEAD",
+    ] {
+        assert!(
+            !plan.mounts.contains(&MountOp::ReadOnly { path: p(x) }),
+            "{x}"
+        );
+    }
+    let pins = pins_of(&plan);
+    assert!(pins.contains(&p("/w/.git/modules/libs/foo")), "{pins:?}");
+    assert!(pins.contains(&p("/w/libs/foo")), "{pins:?}");
+}
+
+#[test]
+fn a_home_reached_through_a_symlink_is_still_the_home() {
+    let mut fs = fs();
+    fs.symlink("/homelink", "/home/u");
+    let plan = plan_with(ctx("/home/u", "/homelink"), SandboxSettings::default(), &fs);
+    let ph: Vec<&Path> = plan.placeholders.iter().map(|x| x.path.as_path()).collect();
+    for x in ["/home/u/.bashrc", "/home/u/.gitconfig", "/home/u/.ssh"] {
+        assert!(ph.contains(&Path::new(x)), "{x}: {ph:?}");
+    }
+}
+
+#[test]
+fn configuration_protected_by_path_is_read_only_or_a_placeholder_inside_a_writable_root() {
+    use crate::policy::mandatory::ConfigPath;
+    let mut fs = fs();
+    fs.dir("/home/u/.config/git")
+        .file("/home/u/.config/git/config", "");
+    let mut c = ctx("/home/u", "/home/u");
+    c.protected = vec![
+        ConfigPath {
+            path: p("/home/u/.config/warden"),
+            dir: true,
+            what: "warden user settings",
+        },
+        ConfigPath {
+            path: p("/home/u/.config/git"),
+            dir: true,
+            what: "git user configuration",
+        },
+        ConfigPath {
+            path: p("/etc/warden/managed-settings.json"),
+            dir: false,
+            what: "warden managed settings",
+        },
+    ];
+    let plan = plan_with(c, SandboxSettings::default(), &fs);
+    // Missing below an existing parent: a placeholder directory; existing: read-only.
+    assert!(plan
+        .placeholders
+        .iter()
+        .any(|x| x.path == p("/home/u/.config/warden") && x.dir));
+    assert!(plan.mounts.contains(&MountOp::ReadOnly {
+        path: p("/home/u/.config/git")
+    }));
+    assert!(pins_of(&plan).contains(&p("/home/u/.config")));
+    // Outside every writable root: nothing to do (the host is read-only there).
+    assert!(!plan.placeholders.iter().any(|x| x.path.starts_with("/etc")));
 }

@@ -26,6 +26,7 @@ fn ctx(cwd: &str, home: &str, tmp: &str) -> Context {
         home: home.into(),
         tmpdir: Some(tmp.into()),
         approver_attached: false,
+        protected: Vec::new(),
     }
 }
 

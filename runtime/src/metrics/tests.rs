@@ -18,6 +18,7 @@ fn policy(json: &str) -> Policy {
         home: "/home/u".into(),
         tmpdir: None,
         approver_attached: false,
+        protected: Vec::new(),
     };
     Policy::build(&[layer], context, &MemFs::new()).unwrap()
 }

@@ -13,8 +13,19 @@
 //! | [`LinkLocal`](AddressClass::LinkLocal) | `169.254.0.0/16`, `fe80::/10` |
 //! | [`Multicast`](AddressClass::Multicast) | `224.0.0.0/4`, `ff00::/8` |
 //! | [`Broadcast`](AddressClass::Broadcast) | `255.255.255.255` |
-//! | [`HostAddress`](AddressClass::HostAddress) | every address of the host's interfaces ([`host_addresses`]) |
+//! | [`HostAddress`](AddressClass::HostAddress) | every address of the host's interfaces ([`host_addresses`]), re-read at most once per [`HostAddressSource::SYSTEM_REFRESH`] when a decision needs them |
 //! | [`Private`](AddressClass::Private) | only with [`GuardConfig::deny_private`]: `10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16`, `100.64.0.0/10`, `fc00::/7`, `fec0::/10` |
+//!
+//! Before any of that, an address inside an IP or CIDR entry of `deniedDomains`
+//! ([`GuardConfig::denied`]) is refused as [`Denied`](AddressClass::Denied), naming the entry:
+//! the policy applies those entries to the host the client named, the guard to the addresses
+//! a name resolves to. No `allowedDomains` entry lifts that refusal.
+//!
+//! Ports: [`AddressGuard::check_port`] takes the destination port when the caller knows it. A
+//! port-scoped deny entry (`10.0.0.0/8:25`) then refuses only on its port, and a port-scoped
+//! allow entry (`127.0.0.1:8080`, [`GuardConfig::allowed_on_port`]) lifts a refusal only on its
+//! port. When the port is unknown ([`AddressGuard::check`]), port-scoped deny entries refuse on
+//! every port and port-scoped allow entries lift on every port.
 //!
 //! `100.64.0.0/10` (RFC 6598 shared address space: carrier-grade NAT, and Tailscale's tailnet
 //! addresses) is treated as private: it is not reachable from the internet, so a public name
@@ -27,16 +38,25 @@
 //! `::a.b.c.d`, NAT64 `64:ff9b::/96` and the local-use `64:ff9b:1::/48` (RFC 8215; decoded as a
 //! /96 network-specific prefix, the IPv4 in the last 32 bits), 6to4 `2002::/16` and Teredo
 //! `2001::/32`. An address is refused when the address itself or the IPv4 it carries is in a
-//! refused class. An allow entry lifts a refusal of the address it contains: an entry
-//! containing the IPv4 lifts a refusal of the IPv4 (in any spelling); an entry containing the
-//! IPv6 address lifts a refusal of the IPv6 address's own class, and of its IPv4 only when the
-//! entry is that single address (so allowing `2000::/3` does not open `2002:7f00:1::`, a 6to4
-//! spelling of `127.0.0.1`).
+//! refused class or a denied entry. An allow entry lifts a refusal of the address it contains:
+//! an entry containing the IPv4 lifts a refusal of the IPv4 (in any spelling); an entry
+//! containing the IPv6 address lifts a refusal of the IPv6 address's own class, and of its IPv4
+//! only when the entry is that single address (so allowing `2000::/3` does not open
+//! `2002:7f00:1::`, a 6to4 spelling of `127.0.0.1`).
+//!
+//! The host's addresses change while a sandbox runs (a VPN comes up, a container bridge is
+//! created, DHCP hands out a new lease). A guard built by [`GuardConfig::from_policy`] therefore
+//! re-reads them ([`HostAddressSource::system`]) when its last reading is older than a second
+//! and a decision needs them; the reading is shared by every clone of the guard, behind a lock
+//! that is never held while the interfaces are read. A guard without a source
+//! ([`GuardConfig::host_source`] `None`, as in tests) keeps [`GuardConfig::host_addresses`].
 
 use ipnet::IpNet;
 use serde::Serialize;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The cloud metadata endpoints: always refused unless explicitly allowed.
 ///
@@ -74,6 +94,9 @@ pub enum AddressClass {
     /// RFC 1918, RFC 6598 (CGNAT), unique-local and site-local addresses (refused only with
     /// `warden.network.denyPrivateAddresses`).
     Private,
+    /// Inside an IP or CIDR entry of `deniedDomains` ([`GuardConfig::denied`]); never lifted
+    /// by an allow entry.
+    Denied,
 }
 
 impl AddressClass {
@@ -87,6 +110,7 @@ impl AddressClass {
             AddressClass::Broadcast => "broadcast",
             AddressClass::HostAddress => "host-address",
             AddressClass::Private => "private",
+            AddressClass::Denied => "denied",
         }
     }
 
@@ -101,6 +125,7 @@ impl AddressClass {
             AddressClass::Broadcast => "the broadcast address",
             AddressClass::HostAddress => "an address of this host",
             AddressClass::Private => "a private address",
+            AddressClass::Denied => "in deniedDomains",
         }
     }
 }
@@ -111,7 +136,8 @@ impl fmt::Display for AddressClass {
     }
 }
 
-/// A refused address: "127.0.0.1 is a loopback address (via ::ffff:127.0.0.1)".
+/// A refused address: "127.0.0.1 is a loopback address (via ::ffff:127.0.0.1)", or
+/// "10.250.0.2 is in deniedDomains (entry "10.250.0.0/16"): lab network".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
 pub struct Refusal {
     /// The address that is in the refused class: the IPv4 address when the refusal comes from
@@ -121,49 +147,292 @@ pub struct Refusal {
     /// The address as it was given, when it differs from `address` (an IPv6 spelling).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<IpAddr>,
+    /// For [`AddressClass::Denied`]: the `deniedDomains` entry as written in the settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    /// For [`AddressClass::Denied`]: the entry's `deniedDomainReasons` text, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Refusal {
+    /// A refusal by a fixed class (no entry, no reason).
+    fn of_class(address: IpAddr, class: AddressClass, via: Option<IpAddr>) -> Refusal {
+        Refusal {
+            address,
+            class,
+            via,
+            entry: None,
+            reason: None,
+        }
+    }
 }
 
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} is {}", self.address, self.class.describe())?;
+        if let Some(entry) = &self.entry {
+            write!(f, " (entry {entry:?})")?;
+        }
         if let Some(via) = self.via {
             write!(f, " (via {via})")?;
+        }
+        if let Some(reason) = &self.reason {
+            write!(f, ": {reason}")?;
         }
         Ok(())
     }
 }
 
-/// What the guard lets through besides public addresses.
+/// An IP or CIDR entry of `deniedDomains`, applied by the guard to resolved addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeniedNetwork {
+    /// The addresses the entry names (an IP literal as `/32` or `/128`).
+    pub net: IpNet,
+    /// The port the entry is limited to (`10.0.0.0/8:25`); `None`: every port.
+    pub port: Option<u16>,
+    /// The entry as written in the settings, named in the refusal.
+    pub entry: String,
+    /// The entry's `deniedDomainReasons` text, if any.
+    pub reason: Option<String>,
+}
+
+impl DeniedNetwork {
+    /// An entry for `net` on every port, without a reason, named as the network is displayed.
+    pub fn new(net: IpNet) -> DeniedNetwork {
+        DeniedNetwork {
+            net,
+            port: None,
+            entry: net.to_string(),
+            reason: None,
+        }
+    }
+
+    /// Whether the entry refuses `ip` on `port` (`None`: unknown, where a port-scoped entry
+    /// refuses too).
+    fn covers(&self, ip: IpAddr, port: Option<u16>) -> bool {
+        port_matches(self.port, port) && net_contains(&self.net, ip)
+    }
+
+    fn refusal(&self, address: IpAddr, via: Option<IpAddr>) -> Refusal {
+        Refusal {
+            address,
+            class: AddressClass::Denied,
+            via,
+            entry: Some(self.entry.clone()),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// The signature of a host address reader ([`HostAddressSource::new`]).
+type ReadAddresses = dyn Fn() -> Vec<IpAddr> + Send + Sync;
+
+/// Where the guard re-reads the host's own addresses from, and for how long one reading is
+/// trusted. Compared by identity (two sources are equal when they share the reader).
+#[derive(Clone)]
+pub struct HostAddressSource {
+    read: Arc<ReadAddresses>,
+    refresh: Duration,
+}
+
+impl HostAddressSource {
+    /// How long a reading of the system's addresses is trusted: an address the host gains is
+    /// refused from the first decision after this much time at the latest.
+    pub const SYSTEM_REFRESH: Duration = Duration::from_secs(1);
+
+    /// The host's interfaces ([`host_addresses`], `getifaddrs`), re-read after
+    /// [`SYSTEM_REFRESH`](Self::SYSTEM_REFRESH).
+    pub fn system() -> HostAddressSource {
+        HostAddressSource::new(host_addresses, Self::SYSTEM_REFRESH)
+    }
+
+    /// Any reader (tests inject a fixed or changing list), re-read when the last reading is
+    /// `refresh` old or older (`Duration::ZERO`: on every decision).
+    pub fn new<F>(read: F, refresh: Duration) -> HostAddressSource
+    where
+        F: Fn() -> Vec<IpAddr> + Send + Sync + 'static,
+    {
+        HostAddressSource {
+            read: Arc::new(read),
+            refresh,
+        }
+    }
+
+    /// How long one reading is trusted.
+    pub fn refresh(&self) -> Duration {
+        self.refresh
+    }
+
+    /// Read the addresses now.
+    pub fn read(&self) -> Vec<IpAddr> {
+        (self.read)()
+    }
+}
+
+impl fmt::Debug for HostAddressSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostAddressSource")
+            .field("refresh", &self.refresh)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for HostAddressSource {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.read, &other.read) && self.refresh == other.refresh
+    }
+}
+
+impl Eq for HostAddressSource {}
+
+/// What the guard lets through besides public addresses, and what it refuses besides the
+/// fixed classes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GuardConfig {
-    /// Addresses explicitly allowed by the settings (IP and CIDR entries of `allowedDomains`).
+    /// Addresses explicitly allowed by the settings on every port (IP and CIDR entries of
+    /// `allowedDomains` without a port).
     pub allowed: Vec<IpNet>,
+    /// Addresses explicitly allowed on one port (IP and CIDR entries of `allowedDomains` with a
+    /// port, `127.0.0.1:8080`): they lift a refusal only for that port when the port is known
+    /// ([`AddressGuard::check_port`]), and for any port when it is not.
+    pub allowed_on_port: Vec<(IpNet, u16)>,
+    /// IP and CIDR entries of `deniedDomains`: refused whatever else allows them.
+    pub denied: Vec<DeniedNetwork>,
     /// Refuse private addresses too (`warden.network.denyPrivateAddresses`).
     pub deny_private: bool,
-    /// The host's own addresses, always refused unless allowed.
+    /// The host's own addresses, always refused unless allowed: the first reading when
+    /// `host_source` is set, the fixed set otherwise.
     pub host_addresses: Vec<IpAddr>,
+    /// Where to re-read the host's addresses once the reading is stale; `None`: never, keep
+    /// `host_addresses` (tests).
+    pub host_source: Option<HostAddressSource>,
 }
 
 impl GuardConfig {
     /// The guard configuration of a policy: the IP and CIDR entries of the effective
-    /// `network.allowedDomains` (port-scoped ones included: the port is the policy's check),
-    /// `warden.network.denyPrivateAddresses` (default false) and this host's addresses.
+    /// `network.allowedDomains` (port-scoped ones in [`allowed_on_port`](Self::allowed_on_port))
+    /// and `network.deniedDomains` (with their ports and `deniedDomainReasons`),
+    /// `warden.network.denyPrivateAddresses` (default false), and this host's addresses,
+    /// re-read from the system ([`HostAddressSource::system`]).
     pub fn from_policy(policy: &crate::policy::merge::Policy) -> GuardConfig {
+        let domains = &policy.domains;
+        let mut allowed = Vec::new();
+        let mut allowed_on_port = Vec::new();
+        for rule in &domains.allowed {
+            if let Some(net) = rule.pattern.ip_network() {
+                match rule.pattern.port() {
+                    Some(port) => allowed_on_port.push((net, port)),
+                    None => allowed.push(net),
+                }
+            }
+        }
+        let denied = domains
+            .denied
+            .iter()
+            .filter_map(|rule| {
+                Some(DeniedNetwork {
+                    net: rule.pattern.ip_network()?,
+                    port: rule.pattern.port(),
+                    entry: rule.text.to_string(),
+                    reason: domains.denied_reasons.get(&*rule.text).cloned(),
+                })
+            })
+            .collect();
         GuardConfig {
-            allowed: policy.domains.allowed_networks(),
+            allowed,
+            allowed_on_port,
+            denied,
             deny_private: policy
                 .effective
                 .bool("warden.network.denyPrivateAddresses")
                 .unwrap_or(false),
             host_addresses: host_addresses(),
+            host_source: Some(HostAddressSource::system()),
         }
     }
 }
 
-/// The DNS-rebinding guard; see the module documentation.
+/// The DNS-rebinding guard; see the module documentation. Clones share the reading of the
+/// host's addresses.
 #[derive(Clone, Debug)]
 pub struct AddressGuard {
     config: GuardConfig,
+    hosts: Arc<HostAddresses>,
+}
+
+/// The host's addresses as the guard knows them.
+#[derive(Debug)]
+enum HostAddresses {
+    /// Never re-read.
+    Fixed(Arc<[IpAddr]>),
+    /// Re-read from `source` when `reading` is stale.
+    Live {
+        source: HostAddressSource,
+        reading: Mutex<Reading>,
+    },
+}
+
+/// One reading of the host's addresses (canonical: IPv4-mapped ones as IPv4).
+#[derive(Debug)]
+struct Reading {
+    addresses: Arc<[IpAddr]>,
+    at: Instant,
+}
+
+impl HostAddresses {
+    /// The current addresses: the last reading, or a new one when the last is
+    /// `source.refresh` old. The lock is held only to look at or replace the reading, never
+    /// while the source is read (`getifaddrs` is a netlink round trip); two callers that find
+    /// the reading stale at once may both read, and the later reading is kept.
+    fn current(&self) -> Arc<[IpAddr]> {
+        match self {
+            HostAddresses::Fixed(addresses) => Arc::clone(addresses),
+            HostAddresses::Live { source, reading } => {
+                let now = Instant::now();
+                {
+                    let last = reading.lock().unwrap_or_else(PoisonError::into_inner);
+                    if now.saturating_duration_since(last.at) < source.refresh {
+                        return Arc::clone(&last.addresses);
+                    }
+                }
+                let fresh = canonical_addresses(source.read());
+                let mut last = reading.lock().unwrap_or_else(PoisonError::into_inner);
+                if last.at <= now {
+                    *last = Reading {
+                        addresses: Arc::clone(&fresh),
+                        at: now,
+                    };
+                }
+                fresh
+            }
+        }
+    }
+}
+
+/// The addresses with IPv4-mapped ones as IPv4.
+fn canonical_addresses(addresses: Vec<IpAddr>) -> Arc<[IpAddr]> {
+    addresses.into_iter().map(|ip| ip.to_canonical()).collect()
+}
+
+/// Whether an entry limited to `entry` (`None`: every port) applies on `port` (`None`:
+/// unknown, where every entry applies).
+fn port_matches(entry: Option<u16>, port: Option<u16>) -> bool {
+    match (entry, port) {
+        (Some(want), Some(got)) => want == got,
+        _ => true,
+    }
+}
+
+/// Whether `net` contains `ip` (an IPv4 address also against IPv6 ranges, as
+/// `::ffff:a.b.c.d`, the way the policy matches it).
+fn net_contains(net: &IpNet, ip: IpAddr) -> bool {
+    match (net, ip) {
+        (IpNet::V4(net), IpAddr::V4(v4)) => net.contains(&v4),
+        (IpNet::V6(net), IpAddr::V6(v6)) => net.contains(&v6),
+        (IpNet::V6(net), IpAddr::V4(v4)) => net.contains(&v4.to_ipv6_mapped()),
+        (IpNet::V4(_), IpAddr::V6(_)) => false,
+    }
 }
 
 impl AddressGuard {
@@ -174,43 +443,67 @@ impl AddressGuard {
             .iter()
             .map(|ip| ip.to_canonical())
             .collect();
-        AddressGuard { config }
+        let first: Arc<[IpAddr]> = Arc::from(config.host_addresses.as_slice());
+        let hosts = match &config.host_source {
+            None => HostAddresses::Fixed(first),
+            Some(source) => HostAddresses::Live {
+                source: source.clone(),
+                reading: Mutex::new(Reading {
+                    addresses: first,
+                    at: Instant::now(),
+                }),
+            },
+        };
+        AddressGuard {
+            config,
+            hosts: Arc::new(hosts),
+        }
     }
 
+    /// The configuration the guard was built with (`host_addresses` is the first reading;
+    /// see [`current_host_addresses`](Self::current_host_addresses)).
     pub fn config(&self) -> &GuardConfig {
         &self.config
     }
 
-    /// `Ok` when a connection to `ip` may be made; otherwise the class that refuses it.
+    /// The host addresses decisions use now (re-read first if the reading is stale).
+    pub fn current_host_addresses(&self) -> Arc<[IpAddr]> {
+        self.hosts.current()
+    }
+
+    /// `Ok` when a connection to `ip` may be made on a port the caller does not know;
+    /// otherwise why not. See [`check_port`](Self::check_port).
     pub fn check(&self, ip: IpAddr) -> Result<(), Refusal> {
+        self.check_port(ip, None)
+    }
+
+    /// `Ok` when a connection to `ip` on `port` (`None`: unknown) may be made; otherwise why
+    /// not. A `deniedDomains` entry containing the address (or the IPv4 it carries) refuses
+    /// first, and nothing lifts that; then the classes of the module documentation, lifted by
+    /// `allowedDomains` entries. Port-scoped entries apply only on their port when `port` is
+    /// known, and always when it is not.
+    pub fn check_port(&self, ip: IpAddr, port: Option<u16>) -> Result<(), Refusal> {
+        if let Some(refusal) = self.denied(ip, port) {
+            return Err(refusal);
+        }
+        let hosts = self.hosts.current();
         match ip {
-            IpAddr::V4(v4) => match self.refused_v4(v4) {
-                Some(class) if !self.allows(IpAddr::V4(v4)) => Err(Refusal {
-                    address: ip,
-                    class,
-                    via: None,
-                }),
+            IpAddr::V4(v4) => match self.refused(ipv4_class(v4), ip, &hosts) {
+                Some(class) if !self.allows(ip, port) => Err(Refusal::of_class(ip, class, None)),
                 _ => Ok(()),
             },
             IpAddr::V6(v6) => {
-                let exact = self.allows_exactly(v6);
-                if let Some(class) = self.refused_v6(v6) {
-                    if !exact && !self.allows(ip) {
-                        return Err(Refusal {
-                            address: ip,
-                            class,
-                            via: None,
-                        });
+                let exact = self.allows_exactly(v6, port);
+                if let Some(class) = self.refused(ipv6_class(v6), ip, &hosts) {
+                    if !exact && !self.allows(ip, port) {
+                        return Err(Refusal::of_class(ip, class, None));
                     }
                 }
                 if let Some(v4) = embedded_ipv4(v6) {
-                    if let Some(class) = self.refused_v4(v4) {
-                        if !exact && !self.allows(IpAddr::V4(v4)) {
-                            return Err(Refusal {
-                                address: IpAddr::V4(v4),
-                                class,
-                                via: Some(ip),
-                            });
+                    let carried = IpAddr::V4(v4);
+                    if let Some(class) = self.refused(ipv4_class(v4), carried, &hosts) {
+                        if !exact && !self.allows(carried, port) {
+                            return Err(Refusal::of_class(carried, class, Some(ip)));
                         }
                     }
                 }
@@ -219,41 +512,58 @@ impl AddressGuard {
         }
     }
 
-    /// Whether an allowed entry contains `ip` (an IPv4 address also against IPv6 ranges, as
-    /// `::ffff:a.b.c.d`, the way the policy matches it).
-    fn allows(&self, ip: IpAddr) -> bool {
-        self.config.allowed.iter().any(|net| match (net, ip) {
-            (IpNet::V4(net), IpAddr::V4(v4)) => net.contains(&v4),
-            (IpNet::V6(net), IpAddr::V6(v6)) => net.contains(&v6),
-            (IpNet::V6(net), IpAddr::V4(v4)) => net.contains(&v4.to_ipv6_mapped()),
-            (IpNet::V4(_), IpAddr::V6(_)) => false,
-        })
+    /// The refusal by a `deniedDomains` entry containing `ip`, or else the IPv4 it carries.
+    fn denied(&self, ip: IpAddr, port: Option<u16>) -> Option<Refusal> {
+        if let Some(entry) = self.denied_entry(ip, port) {
+            return Some(entry.refusal(ip, None));
+        }
+        let IpAddr::V6(v6) = ip else {
+            return None;
+        };
+        let carried = IpAddr::V4(embedded_ipv4(v6)?);
+        self.denied_entry(carried, port)
+            .map(|entry| entry.refusal(carried, Some(ip)))
     }
 
-    /// Whether `ip` itself is an allowed entry (an IPv6 literal, `/128`).
-    fn allows_exactly(&self, ip: Ipv6Addr) -> bool {
+    fn denied_entry(&self, ip: IpAddr, port: Option<u16>) -> Option<&DeniedNetwork> {
         self.config
-            .allowed
+            .denied
             .iter()
+            .find(|entry| entry.covers(ip, port))
+    }
+
+    /// The allow entries that apply on `port`: every-port ones, and port-scoped ones for that
+    /// port (all of them when the port is unknown).
+    fn allow_entries(&self, port: Option<u16>) -> impl Iterator<Item = &IpNet> + '_ {
+        let scoped = self
+            .config
+            .allowed_on_port
+            .iter()
+            .filter(move |(_, want)| port_matches(Some(*want), port))
+            .map(|(net, _)| net);
+        self.config.allowed.iter().chain(scoped)
+    }
+
+    /// Whether an allow entry that applies on `port` contains `ip`.
+    fn allows(&self, ip: IpAddr, port: Option<u16>) -> bool {
+        self.allow_entries(port).any(|net| net_contains(net, ip))
+    }
+
+    /// Whether `ip` itself is an allow entry that applies on `port` (an IPv6 literal, `/128`).
+    fn allows_exactly(&self, ip: Ipv6Addr, port: Option<u16>) -> bool {
+        self.allow_entries(port)
             .any(|net| matches!(net, IpNet::V6(net) if net.prefix_len() == 128 && net.addr() == ip))
-    }
-
-    fn is_host(&self, ip: IpAddr) -> bool {
-        self.config.host_addresses.contains(&ip)
-    }
-
-    fn refused_v4(&self, ip: Ipv4Addr) -> Option<AddressClass> {
-        self.refused(ipv4_class(ip), IpAddr::V4(ip))
-    }
-
-    fn refused_v6(&self, ip: Ipv6Addr) -> Option<AddressClass> {
-        self.refused(ipv6_class(ip), IpAddr::V6(ip))
     }
 
     /// The refusing class of `ip`, given its fixed class: a host address is reported as
     /// such rather than as private, and private ones count only with `deny_private`.
-    fn refused(&self, class: Option<AddressClass>, ip: IpAddr) -> Option<AddressClass> {
-        let host = self.is_host(ip);
+    fn refused(
+        &self,
+        class: Option<AddressClass>,
+        ip: IpAddr,
+        hosts: &[IpAddr],
+    ) -> Option<AddressClass> {
+        let host = hosts.contains(&ip);
         match class {
             Some(AddressClass::Private) if host => Some(AddressClass::HostAddress),
             Some(AddressClass::Private) => {
@@ -264,6 +574,7 @@ impl AddressGuard {
         }
     }
 }
+
 /// The class of an IPv4 address that is refused by default or, for [`AddressClass::Private`],
 /// with `deny_private`; `None` for ordinary addresses. Host addresses are not considered here.
 pub fn ipv4_class(ip: Ipv4Addr) -> Option<AddressClass> {

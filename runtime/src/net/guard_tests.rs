@@ -10,6 +10,7 @@ fn guard(allowed: &[&str], deny_private: bool, host: &[&str]) -> AddressGuard {
         allowed: allowed.iter().map(|n| n.parse().unwrap()).collect(),
         deny_private,
         host_addresses: host.iter().map(|h| ip(h)).collect(),
+        ..GuardConfig::default()
     })
 }
 
@@ -294,21 +295,35 @@ fn from_policy_takes_ip_entries_and_the_setting() {
         home: "/home/u".into(),
         tmpdir: None,
         approver_attached: false,
+        protected: Vec::new(),
     };
     let policy = Policy::build(&[layer], context, &MemFs::new()).unwrap();
     let config = GuardConfig::from_policy(&policy);
     let mut allowed: Vec<String> = config.allowed.iter().map(|n| n.to_string()).collect();
     allowed.sort();
-    assert_eq!(
-        allowed,
-        ["10.0.0.0/8", "127.0.0.1/32", "::1/128", "fd00::/8"]
-    );
+    assert_eq!(allowed, ["10.0.0.0/8", "::1/128"]);
+    let mut on_port: Vec<String> = config
+        .allowed_on_port
+        .iter()
+        .map(|(n, p)| format!("{n} {p}"))
+        .collect();
+    on_port.sort();
+    assert_eq!(on_port, ["127.0.0.1/32 8080", "fd00::/8 443"]);
+    assert!(config.denied.is_empty());
     assert!(config.deny_private);
+    let source = config.host_source.as_ref().unwrap();
+    assert_eq!(source.refresh(), HostAddressSource::SYSTEM_REFRESH);
     let g = AddressGuard::new(GuardConfig {
         host_addresses: vec![],
+        host_source: None,
         ..config
     });
     assert_eq!(g.check(ip("127.0.0.1")), Ok(()));
+    assert_eq!(g.check_port(ip("127.0.0.1"), Some(8080)), Ok(()));
+    assert_eq!(
+        class_of_on(&g, "127.0.0.1", 80),
+        Some(AddressClass::Loopback)
+    );
     assert_eq!(class_of(&g, "192.168.1.1"), Some(AddressClass::Private));
 }
 

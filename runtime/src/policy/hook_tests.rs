@@ -92,6 +92,7 @@ fn policy_of(layers: Vec<crate::policy::merge::LayerInput>) -> Policy {
         home: "/h".into(),
         tmpdir: None,
         approver_attached: true,
+        protected: Vec::new(),
     };
     Policy::build(&layers, ctx, &crate::policy::fsview::MemFs::new()).unwrap()
 }

@@ -46,17 +46,36 @@ pub struct Hit {
     pub entry: String,
 }
 
+/// A configuration file or directory protected by its absolute path: warden's own settings
+/// files and the user's git configuration directory, which would let a command widen every
+/// later sandbox or run code outside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigPath {
+    pub path: PathBuf,
+    /// A directory (protected with everything below it), or a file.
+    pub dir: bool,
+    /// What it is, for reasons: "warden user settings", ...
+    pub what: &'static str,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Mandatory {
     pub allow_git_config: bool,
     /// Absolute git dirs found through `.git` files (worktrees, `--separate-git-dir`).
     pub extra_git_dirs: Vec<PathBuf>,
+    /// Configuration protected by absolute path (from the [`super::merge::Context`]).
+    pub config: Vec<ConfigPath>,
 }
 
 impl Mandatory {
     /// Builds the protections for a working directory, following a `.git` file in it or in
     /// any ancestor to the real git dir and its common dir.
-    pub fn discover(fs: &dyn FsView, cwd: &Path, allow_git_config: bool) -> Self {
+    pub fn discover(
+        fs: &dyn FsView,
+        cwd: &Path,
+        allow_git_config: bool,
+        config: Vec<ConfigPath>,
+    ) -> Self {
         let mut extra = Vec::new();
         for dir in cwd.ancestors() {
             let dotgit = dir.join(".git");
@@ -78,17 +97,32 @@ impl Mandatory {
         Mandatory {
             allow_git_config,
             extra_git_dirs: extra,
+            config,
         }
     }
 
     /// The protection `path` (absolute, normalised) falls under, if any.
     pub fn check(&self, path: &Path) -> Option<Hit> {
         let bytes = path.as_os_str().as_bytes();
-        let mut prev: &[u8] = b"";
-        for comp in bytes.split(|b| *b == b'/') {
-            if comp.is_empty() {
-                continue;
+        for c in &self.config {
+            let p = c.path.as_os_str().as_bytes();
+            if bytes == p || (c.dir && is_under(bytes, p)) {
+                return Some(Hit {
+                    entry: format!(
+                        "{}{} ({})",
+                        c.path.display(),
+                        if c.dir { "/**" } else { "" },
+                        c.what
+                    ),
+                });
             }
+        }
+        let comps: Vec<&[u8]> = bytes
+            .split(|b| *b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        for (i, comp) in comps.iter().enumerate() {
+            let comp = *comp;
             if let Some(name) = PROTECTED_FILES.iter().find(|n| n.as_bytes() == comp) {
                 return Some(Hit {
                     entry: (*name).to_string(),
@@ -99,12 +133,11 @@ impl Mandatory {
                     entry: format!("{name}/**"),
                 });
             }
-            if prev == b".git" {
-                if let Some(hit) = self.git_dir_entry(comp, ".git/") {
+            if comp == b".git" {
+                if let Some(hit) = self.inside_git_dir(&comps[i + 1..]) {
                     return Some(hit);
                 }
             }
-            prev = comp;
         }
         for gitdir in &self.extra_git_dirs {
             let g = gitdir.as_os_str().as_bytes();
@@ -120,11 +153,57 @@ impl Mandatory {
         None
     }
 
+    /// The protection for `rest`, the components below a `.git` directory: its hooks and
+    /// config; the same in the git dirs of submodules (`modules/<name>/…`, where a name may
+    /// have several components and modules nest, so any `hooks` directory and any final
+    /// `config` below `modules/`); and the pointers of linked worktrees
+    /// (`worktrees/<name>/commondir`, `gitdir`, `config.worktree`), which say where a
+    /// worktree's git dir and so its hooks and config are.
+    fn inside_git_dir(&self, rest: &[&[u8]]) -> Option<Hit> {
+        let first = rest.first()?;
+        if let Some(hit) = self.git_dir_entry(first, ".git/") {
+            return Some(hit);
+        }
+        match *first {
+            b"modules" => {
+                let below = &rest[1..];
+                if let Some(i) = below.iter().position(|c| *c == b"hooks") {
+                    if i > 0 {
+                        return Some(Hit {
+                            entry: ".git/modules/**/hooks/**".to_string(),
+                        });
+                    }
+                }
+                match below.last() {
+                    Some(last)
+                        if below.len() > 1
+                            && (*last == b"config" || *last == b"config.worktree")
+                            && !self.allow_git_config =>
+                    {
+                        Some(Hit {
+                            entry: ".git/modules/**/config (allowGitConfig is off)".to_string(),
+                        })
+                    }
+                    _ => None,
+                }
+            }
+            b"worktrees" => match rest {
+                [_, _, name] => self.git_dir_entry(name, ".git/worktrees/*/"),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The protection for the entry `comp` directly inside a git dir.
     fn git_dir_entry(&self, comp: &[u8], prefix: &str) -> Option<Hit> {
         match comp {
             b"hooks" => Some(Hit {
                 entry: format!("{prefix}hooks/**"),
+            }),
+            // A linked worktree's pointers to its git dir and the common dir.
+            b"commondir" | b"gitdir" => Some(Hit {
+                entry: format!("{prefix}{}", String::from_utf8_lossy(comp)),
             }),
             b"config" | b"config.worktree" if !self.allow_git_config => Some(Hit {
                 entry: format!(
@@ -144,11 +223,24 @@ impl Mandatory {
         if !self.allow_git_config {
             out.push(".git/config".to_string());
         }
+        out.push(".git/modules/**/hooks/**".to_string());
+        if !self.allow_git_config {
+            out.push(".git/modules/**/config".to_string());
+        }
+        out.push(".git/worktrees/*/{commondir,gitdir,config.worktree}".to_string());
         for g in &self.extra_git_dirs {
             out.push(format!("{}/hooks/**", g.display()));
             if !self.allow_git_config {
                 out.push(format!("{}/config", g.display()));
             }
+        }
+        for c in &self.config {
+            out.push(format!(
+                "{}{} ({})",
+                c.path.display(),
+                if c.dir { "/**" } else { "" },
+                c.what
+            ));
         }
         out
     }

@@ -82,7 +82,7 @@ fn worktree_git_file_is_followed_to_real_and_common_dir() {
     fs.file("/wt/.git", "gitdir: /repo/.git/worktrees/wt\n")
         .file("/repo/.git/worktrees/wt/commondir", "../..\n")
         .dir("/wt/src");
-    let m = Mandatory::discover(&fs, Path::new("/wt/src"), false);
+    let m = Mandatory::discover(&fs, Path::new("/wt/src"), false, Vec::new());
     assert_eq!(
         m.extra_git_dirs,
         vec![
@@ -100,7 +100,7 @@ fn separate_git_dir_with_any_name_is_protected() {
     let mut fs = MemFs::new();
     fs.file("/w/.git", "gitdir: ../store/w.gitdir")
         .dir("/store/w.gitdir");
-    let m = Mandatory::discover(&fs, Path::new("/w"), false);
+    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
     assert_eq!(
         hit(&m, "/store/w.gitdir/hooks/pre-push").as_deref(),
         Some("/store/w.gitdir/hooks/**")
@@ -108,4 +108,65 @@ fn separate_git_dir_with_any_name_is_protected() {
     assert!(hit(&m, "/store/w.gitdir/config").is_some());
     assert_eq!(hit(&m, "/store/w.gitdir/objects/x"), None);
     assert_eq!(hit(&m, "/store/w.gitdirx/hooks/x"), None);
+}
+
+#[test]
+fn submodule_git_dirs_and_worktree_pointers_are_protected() {
+    let m = Mandatory::default();
+    for p in [
+        "/w/.git/modules/libsub/hooks/pre-commit",
+        "/w/.git/modules/libs/foo/hooks/post-checkout",
+        "/w/.git/modules/a/modules/b/hooks",
+        "/w/.git/modules/libsub/config",
+        "/w/.git/modules/libs/foo/config",
+        "/w/.git/worktrees/wt2/commondir",
+        "/w/.git/worktrees/wt2/gitdir",
+        "/w/.git/worktrees/wt2/config.worktree",
+        "/repo/.git/worktrees/wt/gitdir",
+    ] {
+        assert!(hit(&m, p).is_some(), "{p} must be protected");
+    }
+    for p in [
+        "/w/.git/modules/libsub/objects/ab/cd",
+        "/w/.git/modules/libsub/HEAD",
+        "/w/.git/modules/config",
+        "/w/.git/worktrees/wt2/HEAD",
+        "/w/.git/worktrees/wt2/index",
+    ] {
+        assert_eq!(hit(&m, p), None, "{p} is ordinary git state");
+    }
+    let released = Mandatory {
+        allow_git_config: true,
+        ..Default::default()
+    };
+    assert_eq!(hit(&released, "/w/.git/modules/libsub/config"), None);
+    assert!(hit(&released, "/w/.git/modules/libsub/hooks/x").is_some());
+}
+
+#[test]
+fn configuration_protected_by_absolute_path() {
+    let m = Mandatory {
+        config: vec![
+            ConfigPath {
+                path: PathBuf::from("/home/u/.config/warden"),
+                dir: true,
+                what: "warden user settings",
+            },
+            ConfigPath {
+                path: PathBuf::from("/w/sandbox.json"),
+                dir: false,
+                what: "warden settings file",
+            },
+        ],
+        ..Default::default()
+    };
+    assert_eq!(
+        hit(&m, "/home/u/.config/warden/settings.json").as_deref(),
+        Some("/home/u/.config/warden/** (warden user settings)")
+    );
+    assert!(hit(&m, "/home/u/.config/warden").is_some());
+    assert!(hit(&m, "/w/sandbox.json").is_some());
+    assert_eq!(hit(&m, "/w/sandbox.json.bak"), None);
+    assert_eq!(hit(&m, "/w/sandbox.json/x"), None);
+    assert_eq!(hit(&m, "/home/u/.config/wardenx"), None);
 }

@@ -176,6 +176,9 @@ pub struct Context {
     pub tmpdir: Option<PathBuf>,
     /// Whether something (a prompt, a control channel) can answer approval requests.
     pub approver_attached: bool,
+    /// Configuration protected by absolute path: warden's settings files and the user's git
+    /// configuration directory (the CLI fills it from where it found the layers).
+    pub protected: Vec<super::mandatory::ConfigPath>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -288,6 +291,7 @@ impl Policy {
                 fs,
                 &cwd_real,
                 eff.bool("filesystem.allowGitConfig").unwrap_or(false),
+                context.protected.clone(),
             ),
             read_only,
             disabled: eff.bool("filesystem.disabled").unwrap_or(false),
@@ -422,6 +426,7 @@ pub(crate) fn test_policy(settings: SandboxSettings) -> Result<Policy, PolicyErr
         home: "/h".into(),
         tmpdir: None,
         approver_attached: false,
+        protected: Vec::new(),
     };
     Policy::build(
         &[layer(Layer::User, 0, "u.json", settings)],

@@ -145,6 +145,7 @@ fn ctx() -> Context {
         home: PathBuf::from("/home/u"),
         tmpdir: None,
         approver_attached: false,
+        protected: Vec::new(),
     }
 }
 

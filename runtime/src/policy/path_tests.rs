@@ -39,6 +39,7 @@ fn policy_with(layers: Vec<crate::policy::merge::LayerInput>) -> (Policy, MemFs)
         home: PathBuf::from("/home/u"),
         tmpdir: Some(PathBuf::from("/tmp/warden-1")),
         approver_attached: true,
+        protected: Vec::new(),
     };
     (Policy::build(&layers, ctx, &fs).unwrap(), fs)
 }
@@ -412,6 +413,7 @@ fn bad_entries_are_errors_naming_key_and_provenance() {
         home: PathBuf::from("/home/u"),
         tmpdir: None,
         approver_attached: false,
+        protected: Vec::new(),
     };
     let bad = layer(
         Layer::Project,

@@ -23,6 +23,7 @@ fn policy(layers: Vec<crate::policy::merge::LayerInput>) -> Policy {
         home: "/h".into(),
         tmpdir: None,
         approver_attached: true,
+        protected: Vec::new(),
     };
     Policy::build(&layers, ctx, &crate::policy::fsview::MemFs::new()).unwrap()
 }
@@ -216,6 +217,7 @@ fn invalid_or_empty_patterns_are_settings_errors() {
             home: "/h".into(),
             tmpdir: None,
             approver_attached: true,
+            protected: Vec::new(),
         };
         let e = Policy::build(&layers, ctx, &crate::policy::fsview::MemFs::new()).unwrap_err();
         let text = e.to_string();

@@ -1,0 +1,291 @@
+//! Protections that must hold against a command that works around them: renaming an ancestor
+//! of a protected or masked entry aside, git state outside `.git/hooks` and `.git/config`
+//! (submodules, worktrees, `.git` files), warden's and git's user configuration in a writable
+//! home, a home reached through a symlink, and denyWrite paths that do not exist yet. Each is
+//! checked from the host after the run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+use std::path::Path;
+use std::process::Stdio;
+use warden_tests::{Output, TestEnv};
+
+/// `warden run ARGS -- sh -c SCRIPT` in `cwd`.
+fn sh(env: &TestEnv, cwd: &Path, args: &[&str], script: &str) -> Output {
+    let out = env
+        .command()
+        .current_dir(cwd)
+        .arg("run")
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// Each line of `script` is `label: command`; prints `label ok` or `label refused`.
+fn attempts(lines: &[(&str, &str)]) -> String {
+    lines
+        .iter()
+        .map(|(label, cmd)| {
+            format!("if ( {cmd} ) 2>/dev/null; then echo '{label} ok'; else echo '{label} refused'; fi\n")
+        })
+        .collect()
+}
+
+fn assert_refused(out: &Output, labels: &[&str]) {
+    for label in labels {
+        assert!(
+            out.stdout.contains(&format!("{label} refused")),
+            "{label} was not refused: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn renaming_an_ancestor_of_a_protection_aside_is_refused() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(&project.join(".git/config"), "[core]\n");
+    write(&project.join(".git/hooks/README"), "hooks\n");
+    write(&project.join("sub/.claude/settings.json"), "{}\n");
+    write(&project.join("conf/app/secret.key"), "API-KEY-123\n");
+    let secret = project.join("conf/app/secret.key");
+    let script = attempts(&[
+        ("git-aside", "mv .git .git-aside"),
+        ("sub-aside", "mv sub sub-old"),
+        ("conf-aside", "mv conf conf.old"),
+        ("app-aside", "mv conf/app conf/app2"),
+        ("rmdir-git", "rm -rf .git"),
+    ]) + "cat conf/app/secret.key conf.old/app/secret.key 2>/dev/null; true";
+    let out = sh(
+        &env,
+        &project,
+        &["--deny-read", secret.to_str().unwrap()],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(
+        &out,
+        &[
+            "git-aside",
+            "sub-aside",
+            "conf-aside",
+            "app-aside",
+            "rmdir-git",
+        ],
+    );
+    assert!(!out.stdout.contains("API-KEY"), "{out:?}");
+    // From the host: everything where it was, nothing renamed aside.
+    for p in [
+        ".git/hooks/README",
+        ".git/config",
+        "sub/.claude/settings.json",
+        "conf/app/secret.key",
+    ] {
+        assert!(project.join(p).exists(), "{p} was moved away");
+    }
+    for p in [".git-aside", "sub-old", "conf.old", "conf/app2"] {
+        assert!(!project.join(p).exists(), "{p} exists");
+    }
+    // Ordinary work inside a pinned directory goes on: files in .git, in sub.
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        "echo x > .git/ORIG_HEAD && mkdir sub/new && mv sub/new sub/renamed && echo done",
+    );
+    assert!(out.stdout.contains("done"), "{out:?}");
+    assert!(project.join("sub/renamed").is_dir());
+}
+
+#[test]
+fn submodule_and_worktree_git_state_and_git_files_are_read_only() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(
+        &project.join(".git/modules/libsub/HEAD"),
+        "ref: refs/heads/main\n",
+    );
+    write(&project.join(".git/modules/libsub/config"), "[core]\n");
+    write(&project.join(".git/modules/libsub/hooks/README"), "hooks\n");
+    write(&project.join(".git/worktrees/wt2/commondir"), "../..\n");
+    write(
+        &project.join(".git/worktrees/wt2/gitdir"),
+        "/elsewhere/wt2/.git\n",
+    );
+    write(
+        &project.join("libsub/.git"),
+        "gitdir: ../.git/modules/libsub\n",
+    );
+    let script = attempts(&[
+        (
+            "sub-hook",
+            "echo 'echo pwned' > .git/modules/libsub/hooks/pre-commit",
+        ),
+        (
+            "sub-config",
+            "echo '[alias] x = !echo pwned' >> .git/modules/libsub/config",
+        ),
+        ("commondir", "echo /tmp/evil > .git/worktrees/wt2/commondir"),
+        ("gitdir", "echo /tmp/evil > .git/worktrees/wt2/gitdir"),
+        ("git-file", "echo 'gitdir: .evil' > libsub/.git"),
+        ("git-file-rm", "rm -f libsub/.git"),
+    ]);
+    let out = sh(&env, &project, &[], &script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(
+        &out,
+        &[
+            "sub-hook",
+            "sub-config",
+            "commondir",
+            "gitdir",
+            "git-file",
+            "git-file-rm",
+        ],
+    );
+    assert!(!project
+        .join(".git/modules/libsub/hooks/pre-commit")
+        .exists());
+    let read = |p: &str| std::fs::read_to_string(project.join(p)).unwrap();
+    assert_eq!(read(".git/modules/libsub/config"), "[core]\n");
+    assert_eq!(read(".git/worktrees/wt2/commondir"), "../..\n");
+    assert_eq!(read("libsub/.git"), "gitdir: ../.git/modules/libsub\n");
+    // The policy agrees.
+    let check = env.run([
+        "check",
+        "--write",
+        project
+            .join(".git/modules/libsub/hooks/pre-commit")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(check.code, 1, "{check:?}");
+}
+
+#[test]
+fn warden_and_git_user_configuration_cannot_be_written_from_a_writable_home() {
+    let env = TestEnv::new();
+    let home = env.home();
+    let settings = env.write_settings("home/sandbox.json", "{}");
+    let script = attempts(&[
+        (
+            "warden-settings",
+            "mkdir -p .config/warden && echo '{}' > .config/warden/settings.json",
+        ),
+        ("gitconfig", "echo '[alias] x = !echo pwned' > .gitconfig"),
+        (
+            "git-xdg",
+            "mkdir -p .config/git && echo x > .config/git/config",
+        ),
+        (
+            "cli-settings",
+            "echo '{\"filesystem\":{\"allowWrite\":[\"/\"]}}' > sandbox.json",
+        ),
+        ("bashrc", "echo 'echo pwned' > .bashrc"),
+    ]) + "echo x > notes.txt && echo wrote-notes";
+    let out = sh(
+        &env,
+        &home,
+        &["--settings", settings.to_str().unwrap()],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(
+        &out,
+        &[
+            "warden-settings",
+            "gitconfig",
+            "git-xdg",
+            "cli-settings",
+            "bashrc",
+        ],
+    );
+    assert!(
+        out.stdout.contains("wrote-notes"),
+        "the home stays writable: {out:?}"
+    );
+    assert!(!home.join(".config/warden/settings.json").exists());
+    assert!(!home.join(".config/git/config").exists());
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{}");
+    // Placeholders are gone after the run (nothing left on the host).
+    for p in [".gitconfig", ".bashrc", ".config/warden"] {
+        assert!(!home.join(p).exists(), "{p} left behind");
+    }
+    // The policy agrees.
+    let check = env.run([
+        "check",
+        "--write",
+        home.join(".config/warden/settings.json").to_str().unwrap(),
+    ]);
+    assert_eq!(check.code, 1, "{check:?}");
+}
+
+#[test]
+fn a_home_reached_through_a_symlink_keeps_its_protections() {
+    let env = TestEnv::new();
+    let home = env.home();
+    let link = env.root().join("homelink");
+    std::os::unix::fs::symlink(&home, &link).unwrap();
+    let out = env
+        .command()
+        .current_dir(&link)
+        .env("HOME", &link)
+        .args(["run", "--", "sh", "-c"])
+        .arg(attempts(&[
+            ("bashrc", "echo 'echo pwned' > .bashrc"),
+            ("ssh", "mkdir -p .ssh && echo key > .ssh/authorized_keys"),
+        ]))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("bashrc refused"), "{stdout} {:?}", out);
+    assert!(stdout.contains("ssh refused"), "{stdout}");
+    assert!(!home.join(".bashrc").exists());
+    assert!(!home.join(".ssh/authorized_keys").exists());
+}
+
+#[test]
+fn a_deny_write_path_that_does_not_exist_yet_cannot_be_created() {
+    let env = TestEnv::new();
+    let project = env.project();
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    let settings = env.write_settings(
+        "s.json",
+        &format!(
+            r#"{{"filesystem":{{"denyWrite":["{p}/deploy.sh","{p}/newdir/x","{p}/src/gen/out.rs"]}}}}"#,
+            p = project.display()
+        ),
+    );
+    let script = attempts(&[
+        ("deploy", "echo evil > deploy.sh"),
+        ("newdir", "mkdir -p newdir/x"),
+        ("gen", "mkdir -p src/gen && echo evil > src/gen/out.rs"),
+        ("src-aside", "mv src src2"),
+    ]) + "echo ok > src/main.rs && echo wrote-src";
+    let out = sh(
+        &env,
+        &project,
+        &["--settings", settings.to_str().unwrap()],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(&out, &["deploy", "newdir", "gen", "src-aside"]);
+    assert!(out.stdout.contains("wrote-src"), "{out:?}");
+    for p in ["deploy.sh", "newdir", "src/gen"] {
+        assert!(!project.join(p).exists(), "{p} exists after the run");
+    }
+}
