@@ -154,6 +154,9 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 #define NR_setxattr 188
 #define NR_lsetxattr 189
 #define NR_openat 257
+/* A pending record's `nr` for a datagram send: sendto, sendmsg and sendmmsg all reach the
+ * sendmsg_unix hook, which cannot tell them apart. */
+#define NR_ANY_SEND -2
 #define NR_mkdirat 258
 #define NR_mknodat 259
 #define NR_fchownat 260
@@ -601,7 +604,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		unobserved_exit(regs, nr, ret);
 		return 0;
 	}
-	if (p->nr != nr) {
+	bool send = p->nr == NR_ANY_SEND &&
+		    (nr == NR_sendto || nr == NR_sendmsg || nr == NR_sendmmsg);
+	if (p->nr != nr && !send) {
 		/* A leftover of a call that never returned through here: not this call's. */
 		bpf_map_delete_elem(&pending_calls, &tid);
 		unobserved_exit(regs, nr, ret);
@@ -689,15 +694,23 @@ int connect6(struct bpf_sock_addr *ctx)
 	return 1;
 }
 
-SEC("cgroup/connect_unix")
-int connect_unix(struct bpf_sock_addr *ctx)
+/*
+ * connect() or a datagram sendto()/sendmsg() to a unix socket path. Where allowUnixSockets
+ * is enforced for the cgroup (unix_enforce), only the listed paths pass. connect() is
+ * recorded whatever the verdict; a send only when refused (a datagram socket may send to an
+ * allowed path thousands of times).
+ */
+static __always_inline int unix_hook(struct bpf_sock_addr *ctx, __u16 op)
 {
 	__u64 cg = watched_cgroup();
 	if (!cg)
 		return 1;
-	struct pending *p = begin(cg, EV_UNIX, OP_CONNECT);
-	if (!p)
+	bool enforce = bpf_map_lookup_elem(&unix_enforce, &cg) != 0;
+	if (op == OP_SENDMSG && !enforce)
 		return 1;
+	struct pending *p = begin(cg, EV_UNIX, op);
+	if (!p)
+		return op == OP_SENDMSG ? 0 : 1;
 	struct bpf_sock_addr_kern *sa = bpf_cast_to_kern_ctx(ctx);
 	struct sockaddr *uaddr = sa->uaddr;
 	__u32 len = sa->uaddrlen;
@@ -713,9 +726,9 @@ int connect_unix(struct bpf_sock_addr *ctx)
 	if (len && bpf_probe_read_kernel(p->ev.path, len & 0x7f, (void *)uaddr + 2))
 		len = 0;
 	p->ev.flags = len;
-	p->nr = NR_connect;
+	p->nr = op == OP_SENDMSG ? NR_ANY_SEND : NR_connect;
 	int allow = 1;
-	if (bpf_map_lookup_elem(&unix_enforce, &cg)) {
+	if (enforce) {
 		__u32 zero = 0;
 		struct unix_key *k = bpf_map_lookup_elem(&unix_scratch, &zero);
 		if (!k) {
@@ -739,6 +752,19 @@ int connect_unix(struct bpf_sock_addr *ctx)
 		if (!allow)
 			p->ev.flags |= FL_UNIX_DENIED;
 	}
-	commit(p);
+	if (op != OP_SENDMSG || !allow)
+		commit(p);
 	return allow;
+}
+
+SEC("cgroup/connect_unix")
+int connect_unix(struct bpf_sock_addr *ctx)
+{
+	return unix_hook(ctx, OP_CONNECT);
+}
+
+SEC("cgroup/sendmsg_unix")
+int sendmsg_unix(struct bpf_sock_addr *ctx)
+{
+	return unix_hook(ctx, OP_SENDMSG);
 }

@@ -52,6 +52,7 @@
 #define OP_MKNODAT 27
 #define OP_MKNOD 28
 #define OP_CONNECT 40
+#define OP_SENDMSG 46  /* sendmsg_unix: a datagram sent to a unix socket path */
 #define OP_SOCKET 41
 #define OP_EXEC 42    /* bprm_check_security */
 #define OP_PTRACE 43  /* ptrace_access_check */

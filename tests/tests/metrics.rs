@@ -151,13 +151,14 @@ fn the_metrics_file_counts_violations_by_kind_and_layer() {
         "connect4",
         "connect6",
         "connect_unix",
+        "sendmsg_unix",
     ] {
         let series = format!(r#"warden_bpf_programs_loaded{{program="{program}"}}"#);
         assert_eq!(sample(&text, &series), Some(1.0), "{series}\n{text}");
     }
     assert_eq!(
         samples_of(&text, "warden_bpf_programs_loaded{").len(),
-        6,
+        7,
         "{text}"
     );
     for reason in ["ring-buffer-full", "pending-map-full", "undecodable"] {

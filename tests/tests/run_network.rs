@@ -1069,6 +1069,45 @@ fn dns_rebinding_to_loopback_link_local_or_the_host_is_refused() {
     assert_eq!(paths(&http), ["/control"]);
 }
 
+#[test]
+fn a_denied_address_range_holds_for_allowed_names_that_resolve_into_it() {
+    let Some(mut w) =
+        World::new("a_denied_address_range_holds_for_allowed_names_that_resolve_into_it")
+    else {
+        return;
+    };
+    let www = w.map("www");
+    let http = w.net.http_server();
+    let ns = w.net.ns_v4();
+    let range = format!(
+        "{}/24",
+        std::net::Ipv4Addr::from(u32::from(ns) & 0xffff_ff00)
+    );
+    let settings = w.env.write_settings(
+        "deny-range.json",
+        &format!(
+            r#"{{"network":{{"allowedDomains":["{www}"],"deniedDomains":["{range}"],
+                "deniedDomainReasons":{{"{range}":"the lab network"}}}}}}"#
+        ),
+    );
+    let args = vec!["--settings".to_string(), settings.display().to_string()];
+    let probes = vec![
+        http_probe(&format!("http://{www}/by-name")),
+        connect_probe(&format!("{www}:{}", http.port())),
+        socks_probe(&www, http.port(), "domain"),
+    ];
+    let r = w.probe(&args, &probes);
+    assert_refused(&r[0]);
+    let body = r[0]["body"].as_str().unwrap_or_default();
+    assert!(
+        body.contains(&range) && body.contains("the lab network"),
+        "{r:#?}"
+    );
+    assert_refused(&r[1]);
+    assert_socks_refused(&r[2]);
+    assert_untouched(&http, "the server in the denied range");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Volume, aborts and concurrency
 

@@ -175,3 +175,119 @@ fn an_allowed_socket_the_sandbox_could_replace_is_not_honoured() {
     assert!(out.stderr.contains("is ignored"), "{out:?}");
     assert!(seen.lock().unwrap().is_empty());
 }
+
+fn root_or_skip_here(test: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test} needs root under CI"
+    );
+    eprintln!("\n*** SKIPPED {test}: not root ***\n");
+    false
+}
+
+/// Sends one datagram to ARGV[1] from an unconnected socket (no connect(2) at all) and prints
+/// `sent N` or `error ERRNO-NAME`.
+const DGRAM_CLIENT: &str = r#"
+import socket, sys, errno
+try:
+    d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    print("sent", d.sendto(b"datagram-from-sandbox", sys.argv[1]))
+except OSError as e:
+    print("error", errno.errorcode.get(e.errno, e.errno))
+"#;
+
+#[test]
+fn a_datagram_sent_to_an_unlisted_socket_is_refused_and_recorded() {
+    if !root_or_skip_here("a_datagram_sent_to_an_unlisted_socket_is_refused_and_recorded") {
+        return;
+    }
+    let env = TestEnv::new();
+    let allowed = env.root().join("allowed.sock");
+    let _allowed_seen = serve(UnixListener::bind(&allowed).unwrap());
+    let dgram_path = env.root().join("host-dgram.sock");
+    let host = std::os::unix::net::UnixDatagram::bind(&dgram_path).unwrap();
+    host.set_nonblocking(true).unwrap();
+    let settings = env.write_settings(
+        "unix.json",
+        &format!(
+            r#"{{ "network": {{ "allowUnixSockets": ["{}"] }} }}"#,
+            allowed.display()
+        ),
+    );
+    std::fs::write(env.project().join("dgram.py"), DGRAM_CLIENT).unwrap();
+    let violations = env.root().join("v.jsonl");
+    let out = env.run([
+        "run",
+        "--settings",
+        settings.to_str().unwrap(),
+        "--violations",
+        violations.to_str().unwrap(),
+        "--",
+        python3(),
+        "dgram.py",
+        dgram_path.to_str().unwrap(),
+    ]);
+    assert!(out.stdout.contains("error EPERM"), "{out:?}");
+    let mut buf = [0u8; 64];
+    assert!(
+        host.recv(&mut buf).is_err(),
+        "the host's datagram socket received {:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    let records = std::fs::read_to_string(&violations).unwrap_or_default();
+    let hit = records.lines().any(|l| {
+        l.contains("\"unix-socket\"")
+            && l.contains("sendmsg")
+            && l.contains(dgram_path.to_str().unwrap())
+    });
+    assert!(hit, "no unix-socket sendmsg record: {records}");
+}
+
+#[test]
+fn an_allowed_socket_behind_a_symlink_the_sandbox_could_repoint_is_not_honoured() {
+    if !root_or_skip_here(
+        "an_allowed_socket_behind_a_symlink_the_sandbox_could_repoint_is_not_honoured",
+    ) {
+        return;
+    }
+    let env = TestEnv::new();
+    let good = env.root().join("good");
+    let secret = env.root().join("secret");
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    let _good_seen = serve(UnixListener::bind(good.join("ok.sock")).unwrap());
+    let secret_seen = serve(UnixListener::bind(secret.join("ok.sock")).unwrap());
+    // The link lives in the writable working directory: the command can repoint it.
+    let link = env.project().join("link");
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    let listed = link.join("ok.sock");
+    let settings = format!(
+        r#"{{ "network": {{ "allowUnixSockets": ["{}"] }} }}"#,
+        listed.display()
+    );
+    std::fs::write(env.project().join("client.py"), CLIENT).unwrap();
+    let path = env.write_settings("unix.json", &settings);
+    let out = env.run([
+        "run",
+        "--settings",
+        path.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "rm link && ln -s {} link && {} client.py {}",
+            secret.display(),
+            python3(),
+            listed.display()
+        ),
+    ]);
+    assert!(out.stdout.contains("error EPERM"), "{out:?}");
+    assert!(out.stderr.contains("is ignored"), "{out:?}");
+    assert!(
+        secret_seen.lock().unwrap().is_empty(),
+        "the repointed link reached another socket"
+    );
+}

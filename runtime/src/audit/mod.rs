@@ -644,7 +644,7 @@ pub fn request(
 
 /// The `allowUnixSockets` paths to enforce (none under `allowAllUnixSockets`). A path the
 /// sandbox could write is not honoured: the command could replace the socket with a link to
-/// another one.
+/// another one; nor is one with a symlink on the way that the sandbox could write.
 fn unix_socket_paths(policy: &crate::policy::merge::Policy) -> Option<Vec<Vec<u8>>> {
     use crate::policy::decision::Decision;
     use std::os::unix::ffi::OsStrExt;
@@ -662,10 +662,19 @@ fn unix_socket_paths(policy: &crate::policy::merge::Policy) -> Option<Vec<Vec<u8
         .iter()
         .filter_map(|rule| {
             let path = &rule.pattern;
-            let writable = policy
-                .check_path(&fs, path, crate::policy::path::Access::Write)
-                .decision
-                == Decision::Allow;
+            let can_write = |p: &std::path::Path| {
+                policy
+                    .check_path(&fs, p, crate::policy::path::Access::Write)
+                    .decision
+                    == Decision::Allow
+            };
+            // The socket itself, or a symlink on the way to it that the sandbox could repoint
+            // (the kernel follows links at connect time; the program compares the path).
+            let writable = can_write(path)
+                || path.ancestors().skip(1).any(|a| {
+                    std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink())
+                        && a.parent().is_some_and(can_write)
+                });
             if writable {
                 eprintln!(
                     "warden: warning: allowUnixSockets {:?} is ignored: the sandbox can write there, so it could replace the socket",

@@ -467,6 +467,7 @@ pub fn op_name(op: u16) -> &'static str {
         27 | 28 => "mknod",
         40 => "connect",
         41 => "socket",
+        46 => "sendmsg",
         _ => "unknown",
     }
 }
@@ -698,7 +699,8 @@ impl Classifier {
                 if refused && ev.flags & FL_UNIX_DENIED != 0 {
                     rec.layer = Some(Layer::Ebpf);
                     rec.reason = Some(
-                        "not in network.allowUnixSockets (enforced by warden's                          cgroup/connect_unix program)"
+                        "not in network.allowUnixSockets (enforced by warden's cgroup/connect_unix and \
+                         cgroup/sendmsg_unix programs)"
                             .into(),
                     );
                 } else if refused {

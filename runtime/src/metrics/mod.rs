@@ -93,7 +93,7 @@ pub const LAYERS: [&str; 10] = [
 /// `operation` of `warden_violations_total`: the system calls the eBPF programs record, the
 /// calls warden's seccomp filter refuses, the proxy's request types, and `other` for anything
 /// else (an unknown call, Seatbelt's operation names).
-pub const OPERATIONS: [&str; 51] = [
+pub const OPERATIONS: [&str; 52] = [
     // Files (the eBPF programs' file operations).
     "open",
     "creat",
@@ -112,6 +112,7 @@ pub const OPERATIONS: [&str; 51] = [
     // Sockets and exec.
     "connect",
     "socket",
+    "sendmsg",
     "exec",
     // Calls warden's seccomp filter refuses.
     "ptrace",
@@ -163,13 +164,14 @@ pub const DIRECTIONS: [&str; 2] = ["up", "down"];
 pub const DROP_REASONS: [&str; 3] = ["ring-buffer-full", "pending-map-full", "undecodable"];
 
 /// `program` of `warden_bpf_programs_loaded`: the programs of `ebpf/warden.bpf.c`.
-pub const PROGRAMS: [&str; 7] = [
+pub const PROGRAMS: [&str; 8] = [
     "sys_enter",
     "sys_exit",
     "sched_exec",
     "connect4",
     "connect6",
     "connect_unix",
+    "sendmsg_unix",
     "other",
 ];
 

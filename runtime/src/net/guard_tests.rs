@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
@@ -20,6 +21,64 @@ fn default_guard() -> AddressGuard {
 
 fn class_of(g: &AddressGuard, text: &str) -> Option<AddressClass> {
     g.check(ip(text)).err().map(|r| r.class)
+}
+
+fn class_of_on(g: &AddressGuard, text: &str, port: u16) -> Option<AddressClass> {
+    g.check_port(ip(text), Some(port)).err().map(|r| r.class)
+}
+
+/// A `deniedDomains` entry for `net`, on `port` if given, named as it would be written.
+fn denied_entry(net: &str, port: Option<u16>) -> DeniedNetwork {
+    DeniedNetwork {
+        net: net.parse().unwrap(),
+        port,
+        entry: match port {
+            Some(port) => format!("{net}:{port}"),
+            None => net.to_string(),
+        },
+        reason: None,
+    }
+}
+
+/// Host addresses the test changes at will, counting how often the guard reads them.
+struct FakeHost {
+    addresses: Arc<Mutex<Vec<IpAddr>>>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl FakeHost {
+    fn new(initial: &[&str]) -> FakeHost {
+        FakeHost {
+            addresses: Arc::new(Mutex::new(initial.iter().map(|a| ip(a)).collect())),
+            reads: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn set(&self, now: &[&str]) {
+        *self.addresses.lock().unwrap() = now.iter().map(|a| ip(a)).collect();
+    }
+
+    fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// A guard whose first reading is the current list, re-read after `refresh`.
+    fn guard(&self, refresh: Duration) -> AddressGuard {
+        let addresses = Arc::clone(&self.addresses);
+        let reads = Arc::clone(&self.reads);
+        let source = HostAddressSource::new(
+            move || {
+                reads.fetch_add(1, Ordering::SeqCst);
+                addresses.lock().unwrap().clone()
+            },
+            refresh,
+        );
+        AddressGuard::new(GuardConfig {
+            host_addresses: self.addresses.lock().unwrap().clone(),
+            host_source: Some(source),
+            ..GuardConfig::default()
+        })
+    }
 }
 
 fn mapped(v4: Ipv4Addr) -> Ipv6Addr {
@@ -340,6 +399,290 @@ fn host_addresses_include_loopback() {
     let mut dedup = addresses.clone();
     dedup.dedup();
     assert_eq!(dedup.len(), addresses.len());
+}
+
+#[test]
+fn a_denied_range_refuses_resolved_addresses_that_would_pass() {
+    let g = AddressGuard::new(GuardConfig {
+        denied: vec![
+            denied_entry("10.250.0.0/16", None),
+            denied_entry("93.184.215.0/24", None),
+        ],
+        ..GuardConfig::default()
+    });
+    let refusal = g.check(ip("10.250.0.2")).unwrap_err();
+    assert_eq!(refusal.class, AddressClass::Denied);
+    assert_eq!(refusal.address, ip("10.250.0.2"));
+    assert_eq!(refusal.via, None);
+    assert_eq!(refusal.entry.as_deref(), Some("10.250.0.0/16"));
+    assert_eq!(class_of(&g, "93.184.215.14"), Some(AddressClass::Denied));
+    // Outside the entries, private and public addresses pass as before.
+    assert_eq!(g.check(ip("10.251.0.2")), Ok(()));
+    assert_eq!(g.check(ip("93.184.216.34")), Ok(()));
+}
+
+#[test]
+fn a_denied_entry_beats_every_allow_entry() {
+    let g = AddressGuard::new(GuardConfig {
+        allowed: vec![
+            "10.250.0.0/24".parse().unwrap(),
+            "fd00::5/128".parse().unwrap(),
+            "127.0.0.0/8".parse().unwrap(),
+        ],
+        allowed_on_port: vec![("10.250.0.2/32".parse().unwrap(), 443)],
+        denied: vec![
+            denied_entry("10.250.0.0/16", None),
+            denied_entry("fd00::/8", None),
+            denied_entry("127.0.0.1/32", None),
+        ],
+        ..GuardConfig::default()
+    });
+    assert_eq!(class_of(&g, "10.250.0.2"), Some(AddressClass::Denied));
+    assert_eq!(
+        class_of_on(&g, "10.250.0.2", 443),
+        Some(AddressClass::Denied)
+    );
+    assert_eq!(class_of(&g, "fd00::5"), Some(AddressClass::Denied));
+    assert_eq!(class_of(&g, "127.0.0.1"), Some(AddressClass::Denied));
+    // The allow entries still lift the guard outside the denied entries.
+    assert_eq!(g.check(ip("127.0.0.2")), Ok(()));
+}
+
+#[test]
+fn every_spelling_of_a_denied_ipv4_is_refused() {
+    let g = AddressGuard::new(GuardConfig {
+        allowed: vec!["10.0.0.0/8".parse().unwrap()],
+        denied: vec![denied_entry("10.250.0.0/16", None)],
+        ..GuardConfig::default()
+    });
+    let v4 = Ipv4Addr::new(10, 250, 0, 2);
+    for v6 in [
+        mapped(v4),
+        compatible(v4),
+        nat64(v4),
+        nat64_local(v4),
+        six_to_four(v4),
+        teredo(v4),
+    ] {
+        let refusal = g.check(IpAddr::V6(v6)).unwrap_err();
+        assert_eq!(refusal.class, AddressClass::Denied, "{v6}");
+        assert_eq!(refusal.address, IpAddr::V4(v4), "{v6}");
+        assert_eq!(refusal.via, Some(IpAddr::V6(v6)), "{v6}");
+    }
+    // An IPv6 range over IPv4-mapped addresses denies the IPv4, as the policy matches it.
+    let over_mapped = AddressGuard::new(GuardConfig {
+        denied: vec![denied_entry("::ffff:10.250.0.0/112", None)],
+        ..GuardConfig::default()
+    });
+    assert_eq!(
+        class_of(&over_mapped, "10.250.0.2"),
+        Some(AddressClass::Denied)
+    );
+    assert_eq!(over_mapped.check(ip("10.251.0.2")), Ok(()));
+}
+
+#[test]
+fn a_denied_refusal_names_the_entry_and_its_reason() {
+    let g = AddressGuard::new(GuardConfig {
+        denied: vec![DeniedNetwork {
+            reason: Some("lab network".into()),
+            ..denied_entry("10.250.0.0/16", None)
+        }],
+        ..GuardConfig::default()
+    });
+    assert_eq!(
+        g.check(ip("10.250.0.2")).unwrap_err().to_string(),
+        r#"10.250.0.2 is in deniedDomains (entry "10.250.0.0/16"): lab network"#
+    );
+    let r = g.check(ip("::ffff:10.250.0.2")).unwrap_err();
+    assert_eq!(
+        r.to_string(),
+        r#"10.250.0.2 is in deniedDomains (entry "10.250.0.0/16") (via ::ffff:10.250.0.2): lab network"#
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["class"], "denied");
+    assert_eq!(json["entry"], "10.250.0.0/16");
+    assert_eq!(json["reason"], "lab network");
+    assert_eq!(AddressClass::Denied.to_string(), "denied");
+    // Refusals by class carry neither.
+    let plain = serde_json::to_value(default_guard().check(ip("127.0.0.1")).unwrap_err()).unwrap();
+    assert!(plain.get("entry").is_none(), "{plain}");
+    assert!(plain.get("reason").is_none(), "{plain}");
+    assert_eq!(
+        DeniedNetwork::new("10.0.0.0/8".parse().unwrap()).entry,
+        "10.0.0.0/8"
+    );
+}
+
+#[test]
+fn a_port_scoped_deny_refuses_on_its_port_and_when_the_port_is_unknown() {
+    let g = AddressGuard::new(GuardConfig {
+        denied: vec![denied_entry("10.250.0.0/16", Some(25))],
+        ..GuardConfig::default()
+    });
+    assert_eq!(
+        class_of_on(&g, "10.250.0.2", 25),
+        Some(AddressClass::Denied)
+    );
+    assert_eq!(g.check_port(ip("10.250.0.2"), Some(443)), Ok(()));
+    let unknown = g.check(ip("10.250.0.2")).unwrap_err();
+    assert_eq!(unknown.class, AddressClass::Denied);
+    assert_eq!(unknown.entry.as_deref(), Some("10.250.0.0/16:25"));
+}
+
+#[test]
+fn a_port_scoped_ip_allow_lifts_the_guard_only_on_its_port() {
+    let g = AddressGuard::new(GuardConfig {
+        allowed_on_port: vec![
+            ("127.0.0.1/32".parse().unwrap(), 8080),
+            ("2002:7f00:1::/128".parse().unwrap(), 443),
+        ],
+        ..GuardConfig::default()
+    });
+    assert_eq!(g.check_port(ip("127.0.0.1"), Some(8080)), Ok(()));
+    assert_eq!(
+        class_of_on(&g, "127.0.0.1", 22),
+        Some(AddressClass::Loopback)
+    );
+    assert_eq!(g.check_port(ip("::ffff:127.0.0.1"), Some(8080)), Ok(()));
+    assert_eq!(
+        class_of_on(&g, "::ffff:127.0.0.1", 5432),
+        Some(AddressClass::Loopback)
+    );
+    // The port unknown (the DNS stub): the entry lifts the guard, as before.
+    assert_eq!(g.check(ip("127.0.0.1")), Ok(()));
+    // An exact IPv6 entry with a port opens the IPv4 it carries on that port only.
+    assert_eq!(g.check_port(ip("2002:7f00:1::"), Some(443)), Ok(()));
+    assert_eq!(
+        class_of_on(&g, "2002:7f00:1::", 80),
+        Some(AddressClass::Loopback)
+    );
+}
+
+#[test]
+fn from_policy_denies_resolved_addresses_in_denied_ip_entries() {
+    use crate::policy::settings::SandboxSettings;
+
+    let settings: SandboxSettings = serde_json::from_str(
+        r#"{
+            "network": {
+                "allowedDomains": ["*.rt.test", "10.250.0.0/24"],
+                "deniedDomains": ["10.250.0.0/16", "[fd00::/8]:443", "evil.test"],
+                "deniedDomainReasons": {"10.250.0.0/16": "lab network"}
+            }
+        }"#,
+    )
+    .unwrap();
+    let policy = crate::policy::merge::test_policy(settings).unwrap();
+    let config = GuardConfig::from_policy(&policy);
+    let mut denied: Vec<(String, Option<u16>, String)> = config
+        .denied
+        .iter()
+        .map(|d| (d.net.to_string(), d.port, d.entry.clone()))
+        .collect();
+    denied.sort();
+    assert_eq!(
+        denied,
+        [
+            (
+                "10.250.0.0/16".to_string(),
+                None,
+                "10.250.0.0/16".to_string()
+            ),
+            (
+                "fd00::/8".to_string(),
+                Some(443_u16),
+                "[fd00::/8]:443".to_string()
+            ),
+        ]
+    );
+    let g = AddressGuard::new(GuardConfig {
+        host_addresses: vec![],
+        host_source: None,
+        ..config
+    });
+    // allowed.rt.test resolving to 10.250.0.2 is refused, whatever allows the address.
+    let refusal = g.check_port(ip("10.250.0.2"), Some(80)).unwrap_err();
+    assert_eq!(refusal.class, AddressClass::Denied);
+    assert_eq!(
+        refusal.to_string(),
+        r#"10.250.0.2 is in deniedDomains (entry "10.250.0.0/16"): lab network"#
+    );
+    assert_eq!(class_of_on(&g, "fd00::1", 443), Some(AddressClass::Denied));
+    assert_eq!(g.check_port(ip("fd00::1"), Some(80)), Ok(()));
+    assert_eq!(g.check(ip("10.251.0.1")), Ok(()));
+}
+
+#[test]
+fn an_address_the_host_gains_is_refused_after_the_refresh_interval() {
+    let host = FakeHost::new(&["192.0.2.10"]);
+    let g = host.guard(Duration::from_millis(20));
+    assert_eq!(class_of(&g, "192.0.2.10"), Some(AddressClass::HostAddress));
+    assert_eq!(g.check(ip("198.51.100.7")), Ok(()));
+    // A VPN comes up and the old address goes away; one address is read IPv4-mapped.
+    host.set(&["198.51.100.7", "::ffff:203.0.113.9"]);
+    std::thread::sleep(Duration::from_millis(40));
+    assert_eq!(
+        class_of(&g, "198.51.100.7"),
+        Some(AddressClass::HostAddress)
+    );
+    assert_eq!(class_of(&g, "203.0.113.9"), Some(AddressClass::HostAddress));
+    assert_eq!(g.check(ip("192.0.2.10")), Ok(()));
+    assert!(host.reads() >= 1);
+    // Clones see the same addresses.
+    assert!(g
+        .clone()
+        .current_host_addresses()
+        .contains(&ip("203.0.113.9")));
+}
+
+#[test]
+fn a_reading_is_reused_within_the_refresh_interval() {
+    let host = FakeHost::new(&["192.0.2.10"]);
+    let g = host.guard(Duration::from_secs(3600));
+    host.set(&["198.51.100.7"]);
+    for _ in 0..100 {
+        assert_eq!(g.check(ip("198.51.100.7")), Ok(()));
+    }
+    assert_eq!(class_of(&g, "192.0.2.10"), Some(AddressClass::HostAddress));
+    // The first reading is the configuration's; the source was never read.
+    assert_eq!(host.reads(), 0);
+}
+
+#[test]
+fn a_zero_refresh_interval_reads_the_host_on_every_decision() {
+    let host = FakeHost::new(&[]);
+    let g = host.guard(Duration::ZERO);
+    assert_eq!(g.check(ip("198.51.100.7")), Ok(()));
+    host.set(&["198.51.100.7"]);
+    assert_eq!(
+        class_of(&g, "198.51.100.7"),
+        Some(AddressClass::HostAddress)
+    );
+    assert_eq!(host.reads(), 2);
+    // A denied entry refuses without reading the host.
+    let denied = AddressGuard::new(GuardConfig {
+        denied: vec![denied_entry("198.51.100.0/24", None)],
+        ..g.config().clone()
+    });
+    let before = host.reads();
+    assert_eq!(
+        class_of(&denied, "198.51.100.7"),
+        Some(AddressClass::Denied)
+    );
+    assert_eq!(host.reads(), before);
+}
+
+#[test]
+fn a_guard_without_a_source_keeps_its_host_addresses() {
+    fn shared<T: Send + Sync>(_: &T) {}
+    let g = guard(&[], false, &["192.0.2.10", "::ffff:192.0.2.11"]);
+    shared(&g);
+    assert_eq!(
+        &*g.current_host_addresses(),
+        &[ip("192.0.2.10"), ip("192.0.2.11")]
+    );
+    assert_eq!(g.config().host_source, None);
 }
 
 fn verdict(g: &AddressGuard, ip: IpAddr) -> Result<(), (IpAddr, AddressClass)> {

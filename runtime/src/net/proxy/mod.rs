@@ -190,21 +190,32 @@ impl Proxy {
         let mut refusals = Vec::new();
         let allowed: Vec<IpAddr> = addresses
             .into_iter()
-            .filter(|ip| match self.config.guard.check(*ip) {
+            .filter(|ip| match self.config.guard.check_port(*ip, Some(port)) {
                 Ok(()) => true,
                 Err(r) => {
-                    refusals.push(r.to_string());
+                    refusals.push(r);
                     false
                 }
             })
             .collect();
         if allowed.is_empty() {
+            // A guard class can be lifted by naming the address in allowedDomains; a
+            // deniedDomains entry cannot.
+            let hint = if refusals
+                .iter()
+                .any(|r| r.class != crate::net::guard::AddressClass::Denied)
+            {
+                " (allow the address or range explicitly in allowedDomains to reach it)"
+            } else {
+                ""
+            };
+            let list: Vec<String> = refusals.iter().map(|r| r.to_string()).collect();
             let e = event.refused(
                 Stage::Guard,
                 ReasonKind::DomainDenied,
                 format!(
-                    "{host} resolves only to refused addresses: {} (allow the address or range explicitly in allowedDomains to reach it)",
-                    refusals.join("; ")
+                    "{host} resolves only to refused addresses: {}{hint}",
+                    list.join("; ")
                 ),
             );
             return Err(self.refuse(e, RefusalKind::Blocked));
@@ -248,7 +259,7 @@ impl Proxy {
         started: Instant,
     ) -> Result<Opened, Refused> {
         if let Host::Ip(ip) = &host {
-            if let Err(r) = self.config.guard.check(*ip) {
+            if let Err(r) = self.config.guard.check_port(*ip, Some(port)) {
                 let e = event.refused(Stage::Guard, ReasonKind::DomainDenied, r.to_string());
                 return Err(self.refuse(e, RefusalKind::Blocked));
             }

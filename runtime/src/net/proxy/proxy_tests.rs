@@ -39,6 +39,7 @@ async fn setup(allowed: &[&str], loopback_allowed: bool, token: Option<&str>) ->
         },
         deny_private: false,
         host_addresses: vec![],
+        ..GuardConfig::default()
     });
     let events = MemorySink::new();
     let proxy = Proxy::new(ProxyConfig {
