@@ -289,3 +289,73 @@ fn a_deny_write_path_that_does_not_exist_yet_cannot_be_created() {
         assert!(!project.join(p).exists(), "{p} exists after the run");
     }
 }
+
+#[test]
+fn a_protection_the_host_replaces_during_the_run_is_put_back() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(&project.join(".git/config"), "[core]\n");
+    write(&project.join("secret.txt"), "PROJECT-SECRET-1\n");
+    let creds = env.root().join("outside/creds");
+    write(&creds, "CREDS-1\n");
+    let script = String::from("touch started; while [ ! -e go ]; do sleep 0.05; done\n")
+        + &attempts(&[(
+            "git-config",
+            "echo '[alias] x = !echo pwned' >> .git/config",
+        )])
+        + "cat secret.txt 2>&1; cat "
+        + creds.to_str().unwrap()
+        + " 2>&1; echo finished";
+    let secret = project.join("secret.txt");
+    let child = env
+        .command()
+        .current_dir(&project)
+        .args([
+            "run",
+            "--deny-read",
+            secret.to_str().unwrap(),
+            "--deny-read",
+            creds.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !project.join("started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // What `git config`, editors and credential helpers do: write aside, rename over.
+    let replace = |path: &Path, text: &str| {
+        let tmp = path.with_extension("tmp-host");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    };
+    replace(&project.join(".git/config"), "[core]\n\tbare = false\n");
+    replace(&secret, "PROJECT-SECRET-2\n");
+    replace(&creds, "CREDS-2\n");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(project.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("git-config refused"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("SECRET"), "{stdout}");
+    assert!(!stdout.contains("CREDS"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(project.join(".git/config")).unwrap(),
+        "[core]\n\tbare = false\n"
+    );
+    assert!(stderr.contains("restored"), "{stderr}");
+}

@@ -125,32 +125,72 @@ pub fn supervise_with(child: Pid, set: &SigSet, handled: &mut dyn FnMut(Signal) 
     }
 }
 
-/// [`supervise`], also answering the supervisor's connect requests on `chan` (`--publish`):
-/// the signals arrive on a signalfd, polled together with the channel.
-fn supervise_serving(child: Pid, set: &SigSet, chan: &std::os::fd::OwnedFd) -> i32 {
+/// [`supervise`], also answering the supervisor's connect requests on `chan` (`--publish`)
+/// and keeping the view's protections in place (`guarded`, see [`super::mount::Guarded`]):
+/// the signals arrive on a signalfd, polled together with the channel and the mount table.
+fn supervise_polling(
+    child: Pid,
+    set: &SigSet,
+    chan: Option<&std::os::fd::OwnedFd>,
+    mut guarded: Vec<super::mount::Guarded>,
+) -> i32 {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     use std::os::fd::AsFd;
     let Ok(sfd) = SignalFd::with_flags(set, SfdFlags::SFD_CLOEXEC) else {
         return supervise(child, set);
     };
-    let mut serving = true;
+    // The mount table signals every change (POLLPRI) until it is polled again.
+    let mounts = if guarded.is_empty() {
+        None
+    } else {
+        std::fs::File::open("/proc/self/mountinfo").ok()
+    };
+    let mut serving = chan.is_some();
     loop {
         let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
-        if serving {
-            fds.push(PollFd::new(chan.as_fd(), PollFlags::POLLIN));
+        let mut chan_at = None;
+        let mut mounts_at = None;
+        if let (true, Some(c)) = (serving, chan) {
+            chan_at = Some(fds.len());
+            fds.push(PollFd::new(c.as_fd(), PollFlags::POLLIN));
+        }
+        if let Some(m) = &mounts {
+            mounts_at = Some(fds.len());
+            fds.push(PollFd::new(m.as_fd(), PollFlags::POLLPRI));
         }
         if poll(&mut fds, PollTimeout::NONE).is_err() {
             continue;
         }
-        let chan_ready = serving
-            && fds
-                .get(1)
+        let ready = |i: Option<usize>| {
+            i.and_then(|i| fds.get(i))
                 .and_then(|f| f.revents())
-                .is_some_and(|r| !r.is_empty());
-        let sig_ready = fds[0].revents().is_some_and(|r| !r.is_empty());
+                .is_some_and(|r| !r.is_empty())
+        };
+        let chan_ready = ready(chan_at);
+        let mounts_ready = ready(mounts_at);
+        let sig_ready = ready(Some(0));
+        drop(fds);
+        if mounts_ready {
+            for (path, result) in super::mount::restore(&mut guarded) {
+                match result {
+                    Ok(()) => eprintln!(
+                        "warden: a change on the host took the sandbox's protection of {} \
+                         away (the entry was replaced or removed there); restored",
+                        path.display()
+                    ),
+                    Err(e) => eprintln!(
+                        "warden: warning: the protection of {} was taken away by a change on \
+                         the host and cannot be restored: {e}",
+                        path.display()
+                    ),
+                }
+            }
+        }
         if chan_ready {
-            serving = matches!(super::net::serve_connect(chan), Ok(true));
+            if let Some(c) = chan {
+                serving = matches!(super::net::serve_connect(c), Ok(true));
+            }
         }
         if !sig_ready {
             continue;
@@ -223,9 +263,11 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
         Err(e) => fail(format_args!("fork: {e}")),
         Ok(ForkResult::Child) => command(plan, &filter, &set),
         Ok(ForkResult::Parent { child }) => {
-            let code = match &connector {
-                Some(chan) => supervise_serving(child, &set, chan),
-                None => supervise(child, &set),
+            let guarded = super::mount::guarded(plan);
+            let code = if connector.is_none() && guarded.is_empty() {
+                supervise(child, &set)
+            } else {
+                supervise_polling(child, &set, connector.as_ref(), guarded)
             };
             std::process::exit(code)
         }

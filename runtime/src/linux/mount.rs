@@ -326,6 +326,113 @@ pub fn apply(plan: &Plan) -> Result<(), MountError> {
     std::env::set_current_dir(&plan.cwd).map_err(io("chdir", &plan.cwd))
 }
 
+/// A protection of the view (a read-only bind, a mask or a pin) that pid 1 keeps in place
+/// while the command runs. A mount on a path lives on that directory entry: when the host
+/// replaces the file or directory under it (`git config` and editors save through a
+/// temporary file and a rename; `rm -rf` and `mkdir`), the kernel silently takes the mount
+/// away in every other mount namespace, the sandbox's included, and the new entry would be
+/// open to the command. Pid 1 watches its mount table and puts such a protection back.
+#[derive(Debug)]
+pub struct Guarded {
+    op: MountOp,
+    path: PathBuf,
+    /// The id of the mount at `path` when the view was built (or last restored).
+    mnt_id: u64,
+    /// A failed restore was reported already (reported once until one succeeds).
+    failed: bool,
+}
+
+/// The mount id of what `path` resolves to without following a final symlink, if any.
+fn mount_id(path: &Path) -> Option<u64> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero `statx` is a valid value for the kernel to fill.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `st` a writable statx the kernel fills.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
+            libc::STATX_MNT_ID,
+            &mut st,
+        )
+    };
+    (rc == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st.stx_mnt_id)
+}
+
+/// The protections of `plan` to keep in place, with their mount ids now (after [`apply`]:
+/// the paths are the sandbox's).
+pub fn guarded(plan: &Plan) -> Vec<Guarded> {
+    plan.mounts
+        .iter()
+        .filter_map(|op| {
+            let path = match op {
+                MountOp::ReadOnly { path }
+                | MountOp::MaskFile { path }
+                | MountOp::MaskDir { path }
+                | MountOp::Pin { path } => path.clone(),
+                _ => return None,
+            };
+            let mnt_id = mount_id(&path)?;
+            Some(Guarded {
+                op: op.clone(),
+                path,
+                mnt_id,
+                failed: false,
+            })
+        })
+        .collect()
+}
+
+/// Puts back every protection whose mount is gone (its path now shows another mount).
+/// Returns each path with the outcome: `Ok` restored, `Err` why not (the entry is gone too,
+/// or the kernel refused).
+pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Result<(), MountError>)> {
+    let mut out = Vec::new();
+    // In plan order: pins before what lies inside them.
+    for g in list.iter_mut() {
+        match mount_id(&g.path) {
+            Some(id) if id == g.mnt_id => continue,
+            _ => {}
+        }
+        let result = match &g.op {
+            MountOp::ReadOnly { path } => bind_ro(path, path),
+            MountOp::MaskFile { path } => bind_ro(Path::new("/dev/null"), path),
+            MountOp::Pin { path } => bind(path, path),
+            MountOp::MaskDir { path } => tmpfs(path, "mode=0000,size=16k").and_then(|()| {
+                mount(
+                    None::<&str>,
+                    path.as_path(),
+                    None::<&str>,
+                    MsFlags::MS_REMOUNT
+                        | MsFlags::MS_BIND
+                        | MsFlags::MS_RDONLY
+                        | MsFlags::MS_NOSUID
+                        | MsFlags::MS_NODEV,
+                    None::<&str>,
+                )
+                .map_err(op("remount-ro", path))
+            }),
+            _ => continue,
+        };
+        match result {
+            Ok(()) => {
+                if let Some(id) = mount_id(&g.path) {
+                    g.mnt_id = id;
+                }
+                g.failed = false;
+                out.push((g.path.clone(), Ok(())));
+            }
+            Err(e) if !g.failed => {
+                g.failed = true;
+                out.push((g.path.clone(), Err(e)));
+            }
+            Err(_) => {}
+        }
+    }
+    out
+}
+
 /// Fresh /proc for the new pid namespace; kernel knobs read-only, leaks masked.
 fn proc(root: &Path) -> Result<(), MountError> {
     let dst = root.join("proc");
