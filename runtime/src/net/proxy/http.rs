@@ -407,10 +407,18 @@ async fn forward(
     }
 }
 
-/// Host and port of an absolute or authority-form target, as the client wrote them.
-fn authority(uri: &Uri, default_port: Option<u16>) -> Option<(String, u16)> {
+/// Host and port of an absolute or authority-form target, as the client wrote them. A port
+/// written but not a valid one (`:65536`, `:0`, `:x`) is refused, not replaced by the
+/// default.
+pub(super) fn authority(uri: &Uri, default_port: Option<u16>) -> Option<(String, u16)> {
     let auth = uri.authority()?;
-    let port = auth.port_u16().or(default_port)?;
+    let text = auth.as_str();
+    let after_host = &text[text.rfind(']').map_or(0, |i| i + 1)..];
+    let port = if after_host.contains(':') {
+        auth.port_u16().filter(|p| *p != 0)?
+    } else {
+        default_port?
+    };
     let host = auth.host();
     if host.is_empty() || auth.as_str().contains('@') {
         return None;

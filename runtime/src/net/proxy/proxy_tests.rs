@@ -419,3 +419,16 @@ async fn with_a_token_a_socks_client_without_it_is_refused_and_one_with_it_conne
     s.write_all(b"ECHO\ntok").await.unwrap();
     assert_eq!(read_n(&mut s, 3).await, b"tok");
 }
+
+#[test]
+fn a_written_port_that_is_not_valid_is_refused_not_defaulted() {
+    use super::http::authority;
+    let a = |s: &str| authority(&s.parse::<hyper::Uri>().unwrap(), Some(80));
+    assert_eq!(a("http://h.test/x"), Some(("h.test".into(), 80)));
+    assert_eq!(a("http://h.test:8080/x"), Some(("h.test".into(), 8080)));
+    assert_eq!(a("http://[::1]/x"), Some(("[::1]".into(), 80)));
+    assert_eq!(a("http://[::1]:81/x"), Some(("[::1]".into(), 81)));
+    assert_eq!(a("http://h.test:65536/x"), None);
+    assert_eq!(a("http://h.test:0/x"), None);
+    assert_eq!(a("http://[::1]:0/x"), None);
+}

@@ -87,9 +87,9 @@ async fn handle(proxy: Arc<Proxy>, stream: TcpStream) {
             started,
             ..
         }) => {
-            let bound = stream
-                .local_addr()
-                .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+            // Not the upstream socket's address: that is the host's own, which the sandbox
+            // has no business learning.
+            let bound = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
             let Ok(client) = proto.reply_success(bound).await else {
                 proxy.finish(event, started, 0, 0);
                 return;
