@@ -9,7 +9,7 @@
  * the sandbox's cgroup directory itself.
  *
  * Records: failed file syscalls (EACCES, EPERM, EROFS) with the path captured at entry
- * (raw_tp/sys_enter) and matched at exit (raw_tp/sys_exit), opens that land on a denyRead
+ * (tp_btf/sys_enter) and matched at exit (tp_btf/sys_exit), opens that land on a denyRead
  * mask (/dev/null bound over a file), exec of each binary (sched_process_exec), connect()
  * attempts with the address the kernel copied (cgroup/connect4, connect6, connect_unix) and
  * their result, and calls refused at entry (seccomp's EPERM: no sys_enter, only sys_exit).
@@ -536,7 +536,7 @@ static __always_inline void file_exit(struct pending *p, long ret)
 
 /*
  * Every system call of every process passes here, so the common case is short: a switch on
- * the number, and only for the calls recorded, the cgroup check. (One raw tracepoint instead
+ * the number, and only for the calls recorded, the cgroup check. (One tracepoint for all calls instead
  * of a tracepoint per call: detaching each syscall tracepoint costs a grace period, ~70 ms
  * here, which would delay the end of every run by seconds.)
  */

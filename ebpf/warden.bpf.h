@@ -117,8 +117,8 @@ struct event {
 	char path2[PATH_LEN]; /* 600: rename/link target, symlink content, exec argv head */
 };                        /* 1112 */
 
-/* What a thread's current syscall is about, from entry (raw_tp/sys_enter, or a cgroup
- * connect hook) to exit (raw_tp/sys_exit): the map `pending_calls`, keyed by thread id. The
+/* What a thread's current syscall is about, from entry (tp_btf/sys_enter, or a cgroup
+ * connect hook) to exit (tp_btf/sys_exit): the map `pending_calls`, keyed by thread id. The
  * BPF LSM programs share the map (libbpf reuses its descriptor) and mark the entry of the call
  * they judge (FL_LSM, FL_LSM_DENIED), so one record comes out per operation. */
 struct pending {

@@ -26,7 +26,7 @@
  * rule also holds for a second name of the same file (a hard link) or a descriptor passed in.
  *
  * Records: a rule that matches marks the thread's pending syscall entry (pending_files, shared
- * with warden.bpf.c) with FL_LSM (and FL_LSM_DENIED when it refused), so raw_tp/sys_exit emits
+ * with warden.bpf.c) with FL_LSM (and FL_LSM_DENIED when it refused), so tp_btf/sys_exit emits
  * the one record of the call with its result. Only when no entry of the same syscall exists
  * (exec, io_uring, file_permission, ptrace) does a program here emit its own record.
  */

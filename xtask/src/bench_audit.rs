@@ -782,7 +782,7 @@ fn report(
          A C loop ({PER_CALL_LOOPS} × `getppid()`, then {} × `openat(\"/etc/hostname\")` + `close`), \
          ns per iteration, median of {PER_CALL_RUNS} runs of each variant (interleaved). \
          *host, programs loaded*: outside any sandbox while a `warden run --violations` sleeps \
-         (the raw tracepoints run for every process; only a watched cgroup's calls are recorded).\n",
+         (the syscall tracepoints run for every process; only a watched cgroup's calls are recorded).\n",
         PER_CALL_LOOPS / 4
     );
     let _ = writeln!(md, "| variant | getppid (ns) | openat + close (ns) |");
