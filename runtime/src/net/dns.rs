@@ -315,16 +315,25 @@ impl DnsHandler {
                     .filter(|ip| match self.guard.check(*ip) {
                         Ok(()) => true,
                         Err(refusal) => {
-                            refusals.push(refusal.to_string());
+                            refusals.push(refusal);
                             false
                         }
                     })
                     .collect();
                 if kept.is_empty() && !refusals.is_empty() {
+                    // A guard class can be lifted in allowedDomains; a deniedDomains entry not.
+                    let hint = if refusals
+                        .iter()
+                        .any(|r| r.class != super::guard::AddressClass::Denied)
+                    {
+                        " (allow the address or range explicitly in allowedDomains to reach it)"
+                    } else {
+                        ""
+                    };
+                    let list: Vec<String> = refusals.iter().map(|r| r.to_string()).collect();
                     let reason = format!(
-                        "{name} resolves only to refused addresses: {} (allow the address or \
-                         range explicitly in allowedDomains to reach it)",
-                        refusals.join("; ")
+                        "{name} resolves only to refused addresses: {}{hint}",
+                        list.join("; ")
                     );
                     (
                         Outcome::Refused,
