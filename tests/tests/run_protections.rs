@@ -359,3 +359,71 @@ fn a_protection_the_host_replaces_during_the_run_is_put_back() {
     );
     assert!(stderr.contains("restored"), "{stderr}");
 }
+
+#[test]
+fn pins_and_protections_hold_for_an_unprivileged_caller() {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "this test switches to an unprivileged user and needs root under CI"
+        );
+        eprintln!(
+            "\n*** SKIPPED pins_and_protections_hold_for_an_unprivileged_caller: not root ***\n"
+        );
+        return;
+    }
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(&project.join(".git/config"), "[core]\n");
+    write(&project.join("sub/.claude/settings.json"), "{}\n");
+    let settings = env.write_settings("s.json", r#"{"sandbox": {"failIfUnavailable": false}}"#);
+    let runs = env.root().join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let status = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(env.root())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let script = attempts(&[
+        ("git-aside", "mv .git .git-aside"),
+        ("sub-aside", "mv sub sub-old"),
+        ("git-config", "echo x >> .git/config"),
+        ("claude", "echo x > sub/.claude/settings.json"),
+    ]) + "id -u";
+    let out = env
+        .command()
+        .current_dir(&project)
+        .uid(65534)
+        .gid(65534)
+        .env("TMPDIR", &runs)
+        .args([
+            "run",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("65534"), "{stdout}");
+    for label in ["git-aside", "sub-aside", "git-config", "claude"] {
+        assert!(
+            stdout.contains(&format!("{label} refused")),
+            "{label}: {stdout}{stderr}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(project.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!project.join(".git-aside").exists() && !project.join("sub-old").exists());
+}
