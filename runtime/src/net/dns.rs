@@ -263,7 +263,7 @@ pub type DnsVerdict = Verdict;
 pub struct DnsHandler {
     decide: Box<dyn Fn(&str) -> DnsVerdict + Send + Sync>,
     resolver: Resolver,
-    guard: AddressGuard,
+    guard: crate::net::guard::LiveGuard,
     events: Arc<dyn EventSink>,
     in_flight: Arc<Semaphore>,
 }
@@ -278,10 +278,17 @@ impl DnsHandler {
         DnsHandler {
             decide,
             resolver,
-            guard,
+            guard: crate::net::guard::LiveGuard::fixed(guard),
             events,
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
         }
+    }
+
+    /// Follow `live`'s address rules when the settings change during the run.
+    pub fn following(mut self, live: Arc<crate::policy::live::LivePolicy>) -> DnsHandler {
+        let guard = (*self.guard.get()).clone();
+        self.guard = crate::net::guard::LiveGuard::following(guard, live);
+        self
     }
 
     /// One packet in, the reply out (`None`: drop it). Records one event per question.
@@ -309,10 +316,11 @@ impl DnsHandler {
         };
         let (outcome, event) = match self.resolver.lookup_family(name, family).await {
             Ok(addresses) => {
+                let guard = self.guard.get();
                 let mut refusals = Vec::new();
                 let kept: Vec<IpAddr> = addresses
                     .into_iter()
-                    .filter(|ip| match self.guard.check(*ip) {
+                    .filter(|ip| match guard.check(*ip) {
                         Ok(()) => true,
                         Err(refusal) => {
                             refusals.push(refusal);

@@ -316,6 +316,15 @@ impl GuardConfig {
     /// `warden.network.denyPrivateAddresses` (default false), and this host's addresses,
     /// re-read from the system ([`HostAddressSource::system`]).
     pub fn from_policy(policy: &crate::policy::merge::Policy) -> GuardConfig {
+        GuardConfig {
+            host_addresses: host_addresses(),
+            host_source: Some(HostAddressSource::system()),
+            ..GuardConfig::from_policy_rules(policy)
+        }
+    }
+
+    /// [`from_policy`](Self::from_policy) without the host's addresses (none, never re-read).
+    pub fn from_policy_rules(policy: &crate::policy::merge::Policy) -> GuardConfig {
         let domains = &policy.domains;
         let mut allowed = Vec::new();
         let mut allowed_on_port = Vec::new();
@@ -347,8 +356,8 @@ impl GuardConfig {
                 .effective
                 .bool("warden.network.denyPrivateAddresses")
                 .unwrap_or(false),
-            host_addresses: host_addresses(),
-            host_source: Some(HostAddressSource::system()),
+            host_addresses: Vec::new(),
+            host_source: None,
         }
     }
 }
@@ -464,6 +473,22 @@ impl AddressGuard {
     /// see [`current_host_addresses`](Self::current_host_addresses)).
     pub fn config(&self) -> &GuardConfig {
         &self.config
+    }
+
+    /// This guard with the address rules of `policy` (the allow and deny entries and
+    /// `denyPrivateAddresses`, after a settings change), sharing the reading of the host's
+    /// addresses.
+    pub fn with_rules_of(&self, policy: &crate::policy::merge::Policy) -> AddressGuard {
+        let fresh = GuardConfig::from_policy_rules(policy);
+        let mut config = self.config.clone();
+        config.allowed = fresh.allowed;
+        config.allowed_on_port = fresh.allowed_on_port;
+        config.denied = fresh.denied;
+        config.deny_private = fresh.deny_private;
+        AddressGuard {
+            config,
+            hosts: self.hosts.clone(),
+        }
     }
 
     /// The host addresses decisions use now (re-read first if the reading is stale).
@@ -688,3 +713,44 @@ pub fn host_addresses() -> Vec<IpAddr> {
 #[cfg(test)]
 #[path = "guard_tests.rs"]
 mod tests;
+
+/// An [`AddressGuard`] that follows the live policy: when the settings change during a run
+/// (a new generation of the [`LivePolicy`](crate::policy::live::LivePolicy)), the next
+/// decision uses the new allow and deny entries.
+#[derive(Debug)]
+pub struct LiveGuard {
+    live: Option<Arc<crate::policy::live::LivePolicy>>,
+    current: Mutex<(u64, Arc<AddressGuard>)>,
+}
+
+impl LiveGuard {
+    /// A guard that never changes.
+    pub fn fixed(guard: AddressGuard) -> LiveGuard {
+        LiveGuard {
+            live: None,
+            current: Mutex::new((0, Arc::new(guard))),
+        }
+    }
+
+    /// `guard` (built from `live`'s current policy), rebuilt when `live` changes.
+    pub fn following(guard: AddressGuard, live: Arc<crate::policy::live::LivePolicy>) -> LiveGuard {
+        let generation = live.generation();
+        LiveGuard {
+            live: Some(live),
+            current: Mutex::new((generation, Arc::new(guard))),
+        }
+    }
+
+    /// The guard for the next decision.
+    pub fn get(&self) -> Arc<AddressGuard> {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(live) = &self.live {
+            let generation = live.generation();
+            if generation != current.0 {
+                let next = current.1.with_rules_of(&live.get());
+                *current = (generation, Arc::new(next));
+            }
+        }
+        current.1.clone()
+    }
+}

@@ -713,3 +713,38 @@ proptest! {
         let _ = embedded_ipv4(Ipv6Addr::from(raw));
     }
 }
+
+#[test]
+fn a_live_guard_follows_settings_changed_during_the_run() {
+    use crate::policy::settings::SandboxSettings;
+    let policy = |json: &str| {
+        let settings: SandboxSettings = serde_json::from_str(json).unwrap();
+        crate::policy::merge::test_policy(settings).unwrap()
+    };
+    let first = policy(r#"{"network": {"allowedDomains": ["*.rt.test"]}}"#);
+    let config = GuardConfig {
+        host_addresses: vec!["192.0.2.1".parse().unwrap()],
+        host_source: None,
+        ..GuardConfig::from_policy_rules(&first)
+    };
+    let live = crate::policy::live::LivePolicy::new(Arc::new(first));
+    let guard = LiveGuard::following(AddressGuard::new(config), live.clone());
+    let lab: IpAddr = "10.250.0.2".parse().unwrap();
+    let lo: IpAddr = "127.0.0.1".parse().unwrap();
+    assert!(guard.get().check_port(lab, Some(80)).is_ok());
+    assert!(guard.get().check_port(lo, Some(80)).is_err());
+    live.replace(policy(
+        r#"{"network": {"allowedDomains": ["*.rt.test", "127.0.0.1"], "deniedDomains": ["10.250.0.0/16"]}}"#,
+    ));
+    let refusal = guard.get().check_port(lab, Some(80)).unwrap_err();
+    assert_eq!(refusal.class, AddressClass::Denied);
+    assert!(guard.get().check_port(lo, Some(80)).is_ok());
+    // The host's addresses are still the guard's own reading.
+    assert!(guard
+        .get()
+        .check_port("192.0.2.1".parse().unwrap(), Some(80))
+        .is_err());
+    // A fixed guard never changes.
+    let fixed = LiveGuard::fixed(AddressGuard::new(GuardConfig::default()));
+    assert!(fixed.get().check_port(lab, None).is_ok());
+}

@@ -182,7 +182,8 @@ pub fn start(
                         resolver.clone(),
                         guard.clone(),
                         sink.clone(),
-                    );
+                    )
+                    .following(live.clone());
                     let proxy = Proxy::new(ProxyConfig {
                         policy: live,
                         resolver,

@@ -79,11 +79,15 @@ pub struct Opened {
 
 pub struct Proxy {
     pub config: ProxyConfig,
+    /// `config.guard`, following the live policy's address rules.
+    guard: crate::net::guard::LiveGuard,
 }
 
 impl Proxy {
     pub fn new(config: ProxyConfig) -> Arc<Proxy> {
-        Arc::new(Proxy { config })
+        let guard =
+            crate::net::guard::LiveGuard::following(config.guard.clone(), config.policy.clone());
+        Arc::new(Proxy { config, guard })
     }
 
     /// The policy's verdict for `host_text:port` as the client named it.
@@ -190,7 +194,7 @@ impl Proxy {
         let mut refusals = Vec::new();
         let allowed: Vec<IpAddr> = addresses
             .into_iter()
-            .filter(|ip| match self.config.guard.check_port(*ip, Some(port)) {
+            .filter(|ip| match self.guard.get().check_port(*ip, Some(port)) {
                 Ok(()) => true,
                 Err(r) => {
                     refusals.push(r);
@@ -259,7 +263,7 @@ impl Proxy {
         started: Instant,
     ) -> Result<Opened, Refused> {
         if let Host::Ip(ip) = &host {
-            if let Err(r) = self.config.guard.check_port(*ip, Some(port)) {
+            if let Err(r) = self.guard.get().check_port(*ip, Some(port)) {
                 let e = event.refused(Stage::Guard, ReasonKind::DomainDenied, r.to_string());
                 return Err(self.refuse(e, RefusalKind::Blocked));
             }
