@@ -299,12 +299,14 @@ fn a_protection_the_host_replaces_during_the_run_is_put_back() {
     write(&project.join("secret.txt"), "PROJECT-SECRET-1\n");
     let creds = env.root().join("outside/creds");
     write(&creds, "CREDS-1\n");
+    let secdir = project.join("secdir");
+    write(&secdir.join("y"), "DIR-SECRET-1\n");
     let script = String::from("touch started; while [ ! -e go ]; do sleep 0.05; done\n")
         + &attempts(&[(
             "git-config",
             "echo '[alias] x = !echo pwned' >> .git/config",
         )])
-        + "cat secret.txt 2>&1; cat "
+        + "cat secret.txt secdir/y 2>&1; cat "
         + creds.to_str().unwrap()
         + " 2>&1; echo finished";
     let secret = project.join("secret.txt");
@@ -317,6 +319,8 @@ fn a_protection_the_host_replaces_during_the_run_is_put_back() {
             secret.to_str().unwrap(),
             "--deny-read",
             creds.to_str().unwrap(),
+            "--deny-read",
+            secdir.to_str().unwrap(),
             "--",
             "sh",
             "-c",
@@ -341,9 +345,16 @@ fn a_protection_the_host_replaces_during_the_run_is_put_back() {
         std::fs::write(&tmp, text).unwrap();
         std::fs::rename(&tmp, path).unwrap();
     };
-    replace(&project.join(".git/config"), "[core]\n\tbare = false\n");
-    replace(&secret, "PROJECT-SECRET-2\n");
-    replace(&creds, "CREDS-2\n");
+    // Several times over: each replacement takes the restored protection away again.
+    for round in 0..5 {
+        replace(&project.join(".git/config"), "[core]\n\tbare = false\n");
+        replace(&secret, &format!("PROJECT-SECRET-{round}\n"));
+        replace(&creds, &format!("CREDS-{round}\n"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // A masked directory removed and made again on the host.
+    std::fs::remove_dir_all(&secdir).unwrap();
+    write(&secdir.join("y"), "DIR-SECRET-2\n");
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(project.join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
@@ -426,4 +437,57 @@ fn pins_and_protections_hold_for_an_unprivileged_caller() {
         "[core]\n"
     );
     assert!(!project.join(".git-aside").exists() && !project.join("sub-old").exists());
+}
+
+#[test]
+fn a_root_nested_in_the_working_directory_cannot_be_moved_aside() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let inner = project.join("x/inner");
+    write(&inner.join("repo/.git/HEAD"), "ref: refs/heads/main\n");
+    write(&inner.join("repo/.git/hooks/README"), "hooks\n");
+    let script = attempts(&[
+        ("x-aside", "mv x x-old"),
+        ("inner-aside", "mv x/inner x/inner2"),
+    ]) + "echo ok > x/inner/notes.txt && echo wrote";
+    let out = sh(
+        &env,
+        &project,
+        &["--allow-write", inner.to_str().unwrap()],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(&out, &["x-aside", "inner-aside"]);
+    assert!(out.stdout.contains("wrote"), "{out:?}");
+    assert!(!project.join("x-old").exists());
+    assert!(inner.join("repo/.git/hooks/README").exists());
+}
+
+#[test]
+fn hooks_and_config_the_repository_names_outside_git_are_read_only() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(
+        &project.join(".git/config"),
+        "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../tools/gitconfig\n",
+    );
+    write(&project.join(".githooks/README"), "hooks\n");
+    write(&project.join("tools/gitconfig"), "[user]\n\tname = x\n");
+    let script = attempts(&[
+        ("hook", "echo 'echo pwned' > .githooks/pre-commit"),
+        (
+            "include",
+            "echo '[core] fsmonitor = evil' >> tools/gitconfig",
+        ),
+    ]) + "echo ok > tools/other && echo wrote";
+    let out = sh(&env, &project, &[], &script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(&out, &["hook", "include"]);
+    assert!(out.stdout.contains("wrote"), "{out:?}");
+    assert!(!project.join(".githooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(project.join("tools/gitconfig")).unwrap(),
+        "[user]\n\tname = x\n"
+    );
 }

@@ -159,16 +159,23 @@ fn supervise_polling(
             mounts_at = Some(fds.len());
             fds.push(PollFd::new(m.as_fd(), PollFlags::POLLPRI));
         }
-        if poll(&mut fds, PollTimeout::NONE).is_err() {
+        // A protection that could not be put back is tried again every 50 ms (the host may
+        // recreate the entry without any change to the mount table).
+        let timeout = if super::mount::any_failed(&guarded) {
+            PollTimeout::from(50u16)
+        } else {
+            PollTimeout::NONE
+        };
+        let Ok(n) = poll(&mut fds, timeout) else {
             continue;
-        }
+        };
         let ready = |i: Option<usize>| {
             i.and_then(|i| fds.get(i))
                 .and_then(|f| f.revents())
                 .is_some_and(|r| !r.is_empty())
         };
         let chan_ready = ready(chan_at);
-        let mounts_ready = ready(mounts_at);
+        let mounts_ready = ready(mounts_at) || (n == 0 && mounts.is_some());
         let sig_ready = ready(Some(0));
         drop(fds);
         if mounts_ready {

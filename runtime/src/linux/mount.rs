@@ -384,37 +384,56 @@ pub fn guarded(plan: &Plan) -> Vec<Guarded> {
         .collect()
 }
 
-/// Puts back every protection whose mount is gone (its path now shows another mount).
-/// Returns each path with the outcome: `Ok` restored, `Err` why not (the entry is gone too,
-/// or the kernel refused).
+/// Attempts at putting a protection back right away, and the pause between them: the host's
+/// rename detaches the mount before the new entry is in place, and a restore at that moment
+/// lands on the dying entry (ENOENT). A few hundred microseconds later it is there.
+const RESTORE_ATTEMPTS: usize = 200;
+const RESTORE_PAUSE: std::time::Duration = std::time::Duration::from_micros(50);
+
+fn reapply(step: &MountOp) -> Option<Result<(), MountError>> {
+    Some(match step {
+        MountOp::ReadOnly { path } => bind_ro(path, path),
+        MountOp::MaskFile { path } => bind_ro(Path::new("/dev/null"), path),
+        MountOp::Pin { path } => bind(path, path),
+        MountOp::MaskDir { path } => tmpfs(path, "mode=0000,size=16k").and_then(|()| {
+            mount(
+                None::<&str>,
+                path.as_path(),
+                None::<&str>,
+                MsFlags::MS_REMOUNT
+                    | MsFlags::MS_BIND
+                    | MsFlags::MS_RDONLY
+                    | MsFlags::MS_NOSUID
+                    | MsFlags::MS_NODEV,
+                None::<&str>,
+            )
+            .map_err(op("remount-ro", path))
+        }),
+        _ => return None,
+    })
+}
+
+/// Puts back every protection whose mount is gone (its path now shows another mount),
+/// retrying each for a few milliseconds. Returns each path with the outcome: `Ok` restored,
+/// `Err` why not (reported once; [`any_failed`] says to try again later — the entry may be
+/// recreated on the host).
 pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Result<(), MountError>)> {
     let mut out = Vec::new();
     // In plan order: pins before what lies inside them.
     for g in list.iter_mut() {
-        match mount_id(&g.path) {
-            Some(id) if id == g.mnt_id => continue,
-            _ => {}
+        if mount_id(&g.path) == Some(g.mnt_id) {
+            continue;
         }
-        let result = match &g.op {
-            MountOp::ReadOnly { path } => bind_ro(path, path),
-            MountOp::MaskFile { path } => bind_ro(Path::new("/dev/null"), path),
-            MountOp::Pin { path } => bind(path, path),
-            MountOp::MaskDir { path } => tmpfs(path, "mode=0000,size=16k").and_then(|()| {
-                mount(
-                    None::<&str>,
-                    path.as_path(),
-                    None::<&str>,
-                    MsFlags::MS_REMOUNT
-                        | MsFlags::MS_BIND
-                        | MsFlags::MS_RDONLY
-                        | MsFlags::MS_NOSUID
-                        | MsFlags::MS_NODEV,
-                    None::<&str>,
-                )
-                .map_err(op("remount-ro", path))
-            }),
-            _ => continue,
+        let Some(mut result) = reapply(&g.op) else {
+            continue;
         };
+        for _ in 1..RESTORE_ATTEMPTS {
+            if result.is_ok() {
+                break;
+            }
+            std::thread::sleep(RESTORE_PAUSE);
+            result = reapply(&g.op).unwrap_or(Ok(()));
+        }
         match result {
             Ok(()) => {
                 if let Some(id) = mount_id(&g.path) {
@@ -431,6 +450,11 @@ pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Result<(), MountError>)> {
         }
     }
     out
+}
+
+/// Whether some protection could not be put back yet (pid 1 tries again periodically).
+pub fn any_failed(list: &[Guarded]) -> bool {
+    list.iter().any(|g| g.failed)
 }
 
 /// Fresh /proc for the new pid namespace; kernel knobs read-only, leaks masked.

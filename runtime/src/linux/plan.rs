@@ -610,31 +610,39 @@ fn guard_path(
 }
 
 /// The directories to pin ([`MountOp::Pin`]) for `targets`: every directory strictly
-/// between a target and the deepest of `roots` holding it, except those at or below an entry
-/// of `covered` (read-only already: nothing inside can be renamed).
+/// between a target and the deepest of `roots` holding it, and on from that root to the next
+/// root holding it, and so on (a root nested in another is a mount point, its parents in the
+/// outer root are not) — except roots themselves and what lies at or below an entry of
+/// `covered` (read-only already: nothing inside can be renamed).
 fn pins<'a>(
     targets: impl Iterator<Item = &'a PathBuf>,
-    roots: &[PathBuf],
+    roots: &'a [PathBuf],
     covered: &BTreeSet<PathBuf>,
 ) -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
-    for t in targets {
-        let Some(root) = roots
+    // A root nested in another needs its parents pinned like any protected entry.
+    let nested: Vec<&PathBuf> = roots
+        .iter()
+        .filter(|r| roots.iter().any(|o| r.starts_with(o) && r != &o))
+        .collect();
+    for t in targets.chain(nested) {
+        let mut cur: &Path = t;
+        while let Some(root) = roots
             .iter()
-            .filter(|w| t.starts_with(w) && t != *w)
+            .filter(|w| cur.starts_with(w) && cur != w.as_path())
             .max_by_key(|w| w.components().count())
-        else {
-            continue;
-        };
-        let mut a = t.parent();
-        while let Some(dir) = a {
-            if dir == root.as_path() || !dir.starts_with(root) {
-                break;
+        {
+            let mut a = cur.parent();
+            while let Some(dir) = a {
+                if dir == root.as_path() || !dir.starts_with(root) {
+                    break;
+                }
+                if !covered.iter().any(|c| dir.starts_with(c)) && !roots.iter().any(|r| r == dir) {
+                    out.insert(dir.to_path_buf());
+                }
+                a = dir.parent();
             }
-            if !covered.iter().any(|c| dir.starts_with(c)) {
-                out.insert(dir.to_path_buf());
-            }
-            a = dir.parent();
+            cur = root;
         }
     }
     out
@@ -702,6 +710,19 @@ fn protect_git_dir(
     }
 }
 
+/// The checkout of a submodule's git dir: its config's `core.worktree`, relative to the git
+/// dir.
+fn module_worktree(fs: &dyn FsView, gitdir: &Path) -> Option<PathBuf> {
+    let text = fs.read_to_string(&gitdir.join("config"))?;
+    let value = text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("worktree")
+            .then(|| v.trim().trim_matches('"').to_string())
+    })?;
+    Some(crate::policy::fsview::lexical(gitdir, Path::new(&value)))
+}
+
 /// Levels of `.git/modules` searched for submodule git dirs (a module's name may have
 /// several components, and modules nest).
 const MODULES_DEPTH: usize = 8;
@@ -725,6 +746,14 @@ fn submodule_git_dirs(
         }
         if fs.kind(&p.join("HEAD")).is_some() {
             protect_git_dir(fs, &p, allow_git_config, out);
+            // The checkout's `.git` file (`gitdir: …`), wherever the submodule lives (deeper
+            // than the protected-file search reaches): `core.worktree` names the checkout.
+            if let Some(checkout) = module_worktree(fs, &p) {
+                let dotgit = checkout.join(".git");
+                if fs.kind(&dotgit) == Some(FileKind::File) {
+                    out.insert(dotgit);
+                }
+            }
             if fs.kind(&p.join("modules")) == Some(FileKind::Dir) {
                 submodule_git_dirs(fs, &p.join("modules"), depth + 1, allow_git_config, out);
             }

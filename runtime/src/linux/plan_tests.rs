@@ -579,3 +579,44 @@ fn configuration_protected_by_path_is_read_only_or_a_placeholder_inside_a_writab
     // Outside every writable root: nothing to do (the host is read-only there).
     assert!(!plan.placeholders.iter().any(|x| x.path.starts_with("/etc")));
 }
+
+#[test]
+fn a_root_nested_in_another_has_its_parents_in_the_outer_root_pinned() {
+    let mut fs = fs();
+    fs.dir("/w/x/inner/repo/.git/hooks").dir("/ws/grp/proj");
+    let settings: SandboxSettings =
+        serde_json::from_str(r#"{"filesystem":{"allowWrite":["/w/x/inner"]}}"#).unwrap();
+    let plan = plan_for(settings, &fs).unwrap();
+    let pins = pins_of(&plan);
+    // /w/x/inner is a root (a mount point); /w/x, its parent inside /w, is not.
+    assert!(pins.contains(&p("/w/x")), "{pins:?}");
+    assert!(!pins.contains(&p("/w/x/inner")), "{pins:?}");
+    assert!(pins.contains(&p("/w/x/inner/repo")), "{pins:?}");
+    // The working directory below an allowWrite parent.
+    let settings: SandboxSettings =
+        serde_json::from_str(r#"{"filesystem":{"allowWrite":["/ws"]}}"#).unwrap();
+    let plan = plan_with(ctx("/ws/grp/proj", "/home/u"), settings, &fs);
+    assert!(
+        pins_of(&plan).contains(&p("/ws/grp")),
+        "{:?}",
+        pins_of(&plan)
+    );
+}
+
+#[test]
+fn a_submodule_checkout_deeper_than_the_search_keeps_its_git_file_read_only() {
+    let mut fs = fs();
+    fs.file("/w/.git/modules/a/b/HEAD", "ref")
+        .file(
+            "/w/.git/modules/a/b/config",
+            "[core]\n\tworktree = ../../../../third_party/org/lib/inner\n",
+        )
+        .file(
+            "/w/third_party/org/lib/inner/.git",
+            "gitdir: ../../../../.git/modules/a/b",
+        );
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    assert!(plan.mounts.contains(&MountOp::ReadOnly {
+        path: p("/w/third_party/org/lib/inner/.git")
+    }));
+}

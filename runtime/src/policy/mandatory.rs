@@ -77,19 +77,25 @@ impl Mandatory {
         config: Vec<ConfigPath>,
     ) -> Self {
         let mut extra = Vec::new();
+        let mut config = config;
         for dir in cwd.ancestors() {
             let dotgit = dir.join(".git");
             match fs.kind(&dotgit) {
                 Some(FileKind::File) => {
                     if let Some(gitdir) = read_gitdir(fs, &dotgit, dir) {
                         if let Some(common) = read_commondir(fs, &gitdir) {
+                            config.extend(config_named_paths(fs, &common, dir));
                             extra.push(common);
                         }
+                        config.extend(config_named_paths(fs, &gitdir, dir));
                         extra.push(gitdir);
                     }
                     break;
                 }
-                Some(_) => break,
+                Some(_) => {
+                    config.extend(config_named_paths(fs, &dotgit, dir));
+                    break;
+                }
                 None => {}
             }
         }
@@ -244,6 +250,55 @@ impl Mandatory {
         }
         out
     }
+}
+
+/// What the git config of `gitdir` (a repository whose worktree is `worktree`) names outside
+/// the git dir that decides what runs: `core.hooksPath` (a hooks directory, relative to the
+/// worktree) and `include.path` / `includeIf.*.path` (more config, relative to the git dir).
+/// A sandbox that could write them would get its hooks or config run by the host's git.
+/// The config itself is protected, so what it names cannot change during a run.
+pub fn config_named_paths(fs: &dyn FsView, gitdir: &Path, worktree: &Path) -> Vec<ConfigPath> {
+    let Some(text) = fs.read_to_string(&gitdir.join("config")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let name = rest.split([']', ' ', '"']).next().unwrap_or_default();
+            section = name.to_ascii_lowercase();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim().to_ascii_lowercase();
+        let value = value.trim().trim_matches('"');
+        if value.is_empty() {
+            continue;
+        }
+        let (base, dir, what) = match (section.as_str(), key.as_str()) {
+            ("core", "hookspath") => (worktree, true, "git core.hooksPath"),
+            ("include" | "includeif", "path") => (gitdir, false, "git include.path"),
+            _ => continue,
+        };
+        let path = Path::new(value);
+        let path = if path.is_absolute() {
+            path.to_path_buf()
+        } else if value.starts_with("~/") {
+            // The home directory's files are protected by name or path already; a path
+            // through `~` needs HOME, which the pure policy does not read.
+            continue;
+        } else {
+            super::fsview::lexical(base, path)
+        };
+        out.push(ConfigPath { path, dir, what });
+    }
+    out
 }
 
 fn read_gitdir(fs: &dyn FsView, dotgit: &Path, dir: &Path) -> Option<PathBuf> {

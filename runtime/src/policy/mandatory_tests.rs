@@ -170,3 +170,21 @@ fn configuration_protected_by_absolute_path() {
     assert_eq!(hit(&m, "/w/sandbox.json/x"), None);
     assert_eq!(hit(&m, "/home/u/.config/wardenx"), None);
 }
+
+#[test]
+fn hooks_path_and_included_config_named_by_the_repository_are_protected() {
+    let mut fs = MemFs::new();
+    fs.file(
+        "/w/.git/config",
+        "[core]\n\trepositoryformatversion = 0\n\thooksPath = .githooks\n[include]\n\tpath = ../tools/gitconfig\n[includeIf \"gitdir:/w/\"]\n\tpath = \"/etc/team.gitconfig\"\n[alias]\n\tpath = not-a-path\n",
+    )
+    .dir("/w/src");
+    let m = Mandatory::discover(&fs, Path::new("/w/src"), false, Vec::new());
+    assert!(hit(&m, "/w/.githooks/pre-commit").is_some());
+    assert!(hit(&m, "/w/.githooks").is_some());
+    assert!(hit(&m, "/w/tools/gitconfig").is_some());
+    assert!(hit(&m, "/etc/team.gitconfig").is_some());
+    assert_eq!(hit(&m, "/w/tools/other"), None);
+    assert_eq!(hit(&m, "/w/not-a-path"), None);
+    assert_eq!(hit(&m, "/w/src/main.rs"), None);
+}
