@@ -491,3 +491,40 @@ fn hooks_and_config_the_repository_names_outside_git_are_read_only() {
         "[user]\n\tname = x\n"
     );
 }
+
+#[test]
+fn a_commondir_the_command_creates_in_a_git_dir_is_moved_aside() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(&project.join(".git/config"), "[core]\n");
+    write(&project.join(".git/hooks/README"), "hooks\n");
+    write(
+        &project.join(".git/modules/sub/HEAD"),
+        "ref: refs/heads/main\n",
+    );
+    write(&project.join(".git/modules/sub/config"), "[core]\n");
+    let script = "mkdir -p evil && echo \"$PWD/evil\" > .git/commondir; \
+                  echo \"$PWD/evil\" > .git/modules/sub/commondir.tmp && \
+                  mv .git/modules/sub/commondir.tmp .git/modules/sub/commondir; sleep 0.3; \
+                  for f in .git/commondir .git/modules/sub/commondir; do \
+                  if [ -e $f ]; then echo \"$f present\"; else echo \"$f gone\"; fi; done";
+    let out = sh(&env, &project, &[], script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains(".git/commondir gone"), "{out:?}");
+    assert!(
+        out.stdout.contains(".git/modules/sub/commondir gone"),
+        "{out:?}"
+    );
+    assert!(!project.join(".git/commondir").exists());
+    assert!(!project.join(".git/modules/sub/commondir").exists());
+    assert!(project.join(".git/commondir.warden-blocked").exists());
+    assert!(out.stderr.contains("blocked"), "{out:?}");
+    // The policy agrees.
+    let check = env.run([
+        "check",
+        "--write",
+        project.join(".git/modules/sub/commondir").to_str().unwrap(),
+    ]);
+    assert_eq!(check.code, 1, "{check:?}");
+}

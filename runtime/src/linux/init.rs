@@ -133,6 +133,7 @@ fn supervise_polling(
     set: &SigSet,
     chan: Option<&std::os::fd::OwnedFd>,
     mut guarded: Vec<super::mount::Guarded>,
+    forbidden: Option<Forbidden>,
 ) -> i32 {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -159,6 +160,11 @@ fn supervise_polling(
             mounts_at = Some(fds.len());
             fds.push(PollFd::new(m.as_fd(), PollFlags::POLLPRI));
         }
+        let mut forbidden_at = None;
+        if let Some(f) = &forbidden {
+            forbidden_at = Some(fds.len());
+            fds.push(PollFd::new(f.inotify.as_fd(), PollFlags::POLLIN));
+        }
         // A protection that could not be put back is tried again every 50 ms (the host may
         // recreate the entry without any change to the mount table).
         let timeout = if super::mount::any_failed(&guarded) {
@@ -176,6 +182,7 @@ fn supervise_polling(
         };
         let chan_ready = ready(chan_at);
         let mounts_ready = ready(mounts_at) || (n == 0 && mounts.is_some());
+        let forbidden_ready = ready(forbidden_at);
         let sig_ready = ready(Some(0));
         drop(fds);
         if mounts_ready {
@@ -192,6 +199,11 @@ fn supervise_polling(
                         path.display()
                     ),
                 }
+            }
+        }
+        if forbidden_ready {
+            if let Some(f) = &forbidden {
+                f.handle();
             }
         }
         if chan_ready {
@@ -223,6 +235,94 @@ fn supervise_polling(
             }
         } else {
             let _ = kill(child, sig);
+        }
+    }
+}
+
+/// The entries that must not appear while the command runs ([`Plan::forbidden`]): their
+/// directories under inotify; one that appears is moved aside at once.
+struct Forbidden {
+    inotify: nix::sys::inotify::Inotify,
+    /// Each watch with its directory and the forbidden names in it.
+    watches: Vec<(
+        nix::sys::inotify::WatchDescriptor,
+        std::path::PathBuf,
+        Vec<std::ffi::OsString>,
+    )>,
+}
+
+impl Forbidden {
+    fn watch(paths: &[std::path::PathBuf]) -> Option<Forbidden> {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        if paths.is_empty() {
+            return None;
+        }
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+        let mut watches: Vec<(
+            nix::sys::inotify::WatchDescriptor,
+            std::path::PathBuf,
+            Vec<std::ffi::OsString>,
+        )> = Vec::new();
+        for path in paths {
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+                continue;
+            };
+            if let Some(w) = watches.iter_mut().find(|w| w.1 == dir) {
+                w.2.push(name.to_os_string());
+                continue;
+            }
+            if let Ok(wd) =
+                inotify.add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+            {
+                watches.push((wd, dir.to_path_buf(), vec![name.to_os_string()]));
+            }
+        }
+        let f = Forbidden { inotify, watches };
+        // Anything there already (made between planning and now) goes too.
+        for (_, dir, names) in &f.watches {
+            for name in names {
+                f.remove(&dir.join(name));
+            }
+        }
+        Some(f)
+    }
+
+    fn handle(&self) {
+        let Ok(events) = self.inotify.read_events() else {
+            return;
+        };
+        for event in events {
+            let Some(name) = &event.name else { continue };
+            if let Some((_, dir, _)) = self
+                .watches
+                .iter()
+                .find(|(wd, _, names)| *wd == event.wd && names.contains(name))
+            {
+                self.remove(&dir.join(name));
+            }
+        }
+    }
+
+    /// Moves `path` aside (kept for the user to look at) if it exists.
+    fn remove(&self, path: &std::path::Path) {
+        if std::fs::symlink_metadata(path).is_err() {
+            return;
+        }
+        let mut aside = path.as_os_str().to_os_string();
+        aside.push(".warden-blocked");
+        let aside = std::path::PathBuf::from(aside);
+        match std::fs::rename(path, &aside) {
+            Ok(()) => eprintln!(
+                "warden: blocked: {} appeared in a protected git dir (git would take hooks and \
+                 config from where it points); moved to {}",
+                path.display(),
+                aside.display()
+            ),
+            Err(e) => eprintln!(
+                "warden: warning: {} appeared in a protected git dir and could not be moved \
+                 aside: {e}",
+                path.display()
+            ),
         }
     }
 }
@@ -265,16 +365,18 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
         Err(e) => fail(format_args!("building the seccomp filter: {e}")),
     };
     let set = signal_set();
+    // Watched before the command exists, so nothing it creates is missed.
+    let forbidden = Forbidden::watch(&plan.forbidden);
     // SAFETY: pid 1 is single-threaded, so fork is safe.
     match unsafe { fork() } {
         Err(e) => fail(format_args!("fork: {e}")),
         Ok(ForkResult::Child) => command(plan, &filter, &set),
         Ok(ForkResult::Parent { child }) => {
             let guarded = super::mount::guarded(plan);
-            let code = if connector.is_none() && guarded.is_empty() {
+            let code = if connector.is_none() && guarded.is_empty() && forbidden.is_none() {
                 supervise(child, &set)
             } else {
-                supervise_polling(child, &set, connector.as_ref(), guarded)
+                supervise_polling(child, &set, connector.as_ref(), guarded, forbidden)
             };
             std::process::exit(code)
         }

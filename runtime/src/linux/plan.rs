@@ -80,6 +80,12 @@ pub struct Plan {
     /// (whole-process mode or `--pty` on a terminal); `None`: the caller's streams as they are.
     #[serde(default)]
     pub terminal: Option<super::pty::TerminalPlan>,
+    /// Entries that must not come into existence while the command runs but cannot be
+    /// masked in advance: a git dir's missing `commondir` (git dies on an empty placeholder,
+    /// and one the command writes makes the host's git take hooks and config from wherever
+    /// it points). Pid 1 watches their directories and moves such an entry aside at once.
+    #[serde(default)]
+    pub forbidden: Vec<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -343,6 +349,17 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             &mut reprotected,
         );
     }
+    // Git dirs among the protections (holding HEAD) without a `commondir`: pid 1 keeps one
+    // from appearing (linked worktrees' own git dirs have one; they are not touched).
+    let forbidden: Vec<PathBuf> = read_only
+        .iter()
+        .filter(|p| p.ends_with("hooks") || p.ends_with("config"))
+        .filter_map(|p| p.parent())
+        .filter(|g| fs.kind(&g.join("HEAD")).is_some() && fs.kind(&g.join("commondir")).is_none())
+        .map(|g| g.join("commondir"))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut pin_roots = writable.clone();
     if tmp_enabled {
         pin_roots.push(input.dirs.tmpdir.clone());
@@ -496,6 +513,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         placeholders,
         network: input.network.map(|n| n.plan),
         terminal: None,
+        forbidden,
     })
 }
 

@@ -620,3 +620,18 @@ fn a_submodule_checkout_deeper_than_the_search_keeps_its_git_file_read_only() {
         path: p("/w/third_party/org/lib/inner/.git")
     }));
 }
+
+#[test]
+fn git_dirs_without_a_commondir_have_it_forbidden() {
+    let mut fs = fs();
+    fs.file("/w/.git/HEAD", "ref")
+        .file("/w/.git/modules/m/HEAD", "ref")
+        .file("/w/.git/modules/m/config", "")
+        .file("/w/.git/worktrees/wt/HEAD", "ref")
+        .file("/w/.git/worktrees/wt/commondir", "../..");
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    assert_eq!(
+        plan.forbidden,
+        vec![p("/w/.git/commondir"), p("/w/.git/modules/m/commondir")]
+    );
+}

@@ -190,6 +190,13 @@ impl Mandatory {
                             entry: ".git/modules/**/config (allowGitConfig is off)".to_string(),
                         })
                     }
+                    Some(last)
+                        if below.len() > 1 && (*last == b"commondir" || *last == b"gitdir") =>
+                    {
+                        Some(Hit {
+                            entry: format!(".git/modules/**/{}", String::from_utf8_lossy(last)),
+                        })
+                    }
                     _ => None,
                 }
             }
