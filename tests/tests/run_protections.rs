@@ -504,7 +504,9 @@ fn a_commondir_the_command_creates_in_a_git_dir_is_moved_aside() {
         "ref: refs/heads/main\n",
     );
     write(&project.join(".git/modules/sub/config"), "[core]\n");
-    let script = "mkdir -p evil && echo \"$PWD/evil\" > .git/commondir; \
+    // The command prepares the name pid 1 would move it to first.
+    let script = "mkdir -p evil .git/commondir.warden-blocked-0/x && \
+                  echo \"$PWD/evil\" > .git/commondir; \
                   echo \"$PWD/evil\" > .git/modules/sub/commondir.tmp && \
                   mv .git/modules/sub/commondir.tmp .git/modules/sub/commondir; sleep 0.3; \
                   for f in .git/commondir .git/modules/sub/commondir; do \
@@ -518,7 +520,7 @@ fn a_commondir_the_command_creates_in_a_git_dir_is_moved_aside() {
     );
     assert!(!project.join(".git/commondir").exists());
     assert!(!project.join(".git/modules/sub/commondir").exists());
-    assert!(project.join(".git/commondir.warden-blocked").exists());
+    assert!(project.join(".git/commondir.warden-blocked-1").is_file());
     assert!(out.stderr.contains("blocked"), "{out:?}");
     // The policy agrees.
     let check = env.run([

@@ -279,11 +279,7 @@ impl Forbidden {
         }
         let f = Forbidden { inotify, watches };
         // Anything there already (made between planning and now) goes too.
-        for (_, dir, names) in &f.watches {
-            for name in names {
-                f.remove(&dir.join(name));
-            }
-        }
+        f.rescan();
         Some(f)
     }
 
@@ -292,6 +288,13 @@ impl Forbidden {
             return;
         };
         for event in events {
+            if event
+                .mask
+                .contains(nix::sys::inotify::AddWatchFlags::IN_Q_OVERFLOW)
+            {
+                self.rescan();
+                continue;
+            }
             let Some(name) = &event.name else { continue };
             if let Some((_, dir, _)) = self
                 .watches
@@ -303,26 +306,64 @@ impl Forbidden {
         }
     }
 
-    /// Moves `path` aside (kept for the user to look at) if it exists.
+    /// Moves `path` aside (kept for the user to look at) if it exists: under a fresh name
+    /// (`RENAME_NOREPLACE`, never onto something the command prepared), else removed. If
+    /// neither works, the sandbox ends: pid 1 kills every process in it (fail closed).
     fn remove(&self, path: &std::path::Path) {
         if std::fs::symlink_metadata(path).is_err() {
             return;
         }
-        let mut aside = path.as_os_str().to_os_string();
-        aside.push(".warden-blocked");
-        let aside = std::path::PathBuf::from(aside);
-        match std::fs::rename(path, &aside) {
-            Ok(()) => eprintln!(
-                "warden: blocked: {} appeared in a protected git dir (git would take hooks and \
-                 config from where it points); moved to {}",
-                path.display(),
-                aside.display()
-            ),
-            Err(e) => eprintln!(
-                "warden: warning: {} appeared in a protected git dir and could not be moved \
-                 aside: {e}",
+        for n in 0..1000u32 {
+            let mut aside = path.as_os_str().to_os_string();
+            aside.push(format!(".warden-blocked-{n}"));
+            let aside = std::path::PathBuf::from(aside);
+            match nix::fcntl::renameat2(
+                nix::fcntl::AT_FDCWD,
+                path,
+                nix::fcntl::AT_FDCWD,
+                &aside,
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Ok(()) => {
+                    eprintln!(
+                        "warden: blocked: {} appeared in a protected git dir (git would take \
+                         hooks and config from where it points); moved to {}",
+                        path.display(),
+                        aside.display()
+                    );
+                    return;
+                }
+                Err(nix::Error::EEXIST) => continue,
+                Err(_) => break,
+            }
+        }
+        let removed = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(_) => Ok(()),
+        };
+        if removed.is_ok() {
+            eprintln!(
+                "warden: blocked: {} appeared in a protected git dir; removed",
                 path.display()
-            ),
+            );
+            return;
+        }
+        eprintln!(
+            "warden: {} appeared in a protected git dir and cannot be removed: ending the \
+             sandbox",
+            path.display()
+        );
+        // Pid 1 of the namespace: -1 reaches every other process in it.
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    }
+
+    /// After a queue overflow (events lost): look at every forbidden entry again.
+    fn rescan(&self) {
+        for (_, dir, names) in &self.watches {
+            for name in names {
+                self.remove(&dir.join(name));
+            }
         }
     }
 }
