@@ -530,3 +530,30 @@ fn a_commondir_the_command_creates_in_a_git_dir_is_moved_aside() {
     ]);
     assert_eq!(check.code, 1, "{check:?}");
 }
+
+#[test]
+fn what_the_global_git_config_names_is_read_only_in_a_writable_home() {
+    let env = TestEnv::new();
+    let home = env.home();
+    write(
+        &home.join(".gitconfig"),
+        "[include]\n\tpath = ~/.gitconfig.local\n[core]\n\thooksPath = ~/.githooks\n",
+    );
+    write(&home.join(".gitconfig.local"), "[user]\n\tname = u\n");
+    write(&home.join(".githooks/README"), "hooks\n");
+    let script = attempts(&[
+        (
+            "local",
+            "echo '[core] fsmonitor = evil' >> .gitconfig.local",
+        ),
+        ("hook", "echo 'echo pwned' > .githooks/pre-commit"),
+    ]);
+    let out = sh(&env, &home, &[], &script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(&out, &["local", "hook"]);
+    assert_eq!(
+        std::fs::read_to_string(home.join(".gitconfig.local")).unwrap(),
+        "[user]\n\tname = u\n"
+    );
+    assert!(!home.join(".githooks/pre-commit").exists());
+}

@@ -150,7 +150,7 @@ impl PolicyArgs {
                 .then(|| std::env::var_os("TMPDIR").map(PathBuf::from))
                 .flatten()
         });
-        let protected = protected_config(&paths, &self.settings);
+        let protected = protected_config(&paths, &self.settings, &home);
         let context = Context {
             cwd,
             home,
@@ -169,6 +169,7 @@ impl PolicyArgs {
 fn protected_config(
     paths: &LayerPaths,
     settings: &[PathBuf],
+    home: &std::path::Path,
 ) -> Vec<crate::policy::mandatory::ConfigPath> {
     use crate::policy::mandatory::ConfigPath;
     let mut out = Vec::new();
@@ -190,6 +191,24 @@ fn protected_config(
         }
     }
     push(paths.managed.clone(), false, "warden managed settings");
+    // What the user's global git config names: its includes and an absolute or `~/`
+    // hooks directory (the config files themselves are protected above and by name).
+    if let Some(config) = paths.user.parent().and_then(|d| d.parent()) {
+        let mut named = Vec::new();
+        for file in [home.join(".gitconfig"), config.join("git").join("config")] {
+            crate::policy::mandatory::config_file_paths(
+                &RealFs,
+                &file,
+                None,
+                Some(home),
+                0,
+                &mut named,
+            );
+        }
+        for c in named {
+            push(c.path, c.dir, c.what);
+        }
+    }
     for f in settings {
         let f = std::path::absolute(f).unwrap_or_else(|_| f.clone());
         push(f, false, "warden settings file (--settings)");

@@ -309,17 +309,35 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         if fs.kind(&root.join(".git")) == Some(crate::policy::fsview::FileKind::Dir) {
             missing(root.join(".git/hooks"), true);
         }
-        // Shell rc files and .ssh only where they take effect: a writable home directory.
-        if *root == home_real || *root == p.context.home {
-            missing(root.join(".ssh"), true);
-            for name in PROTECTED_FILES.iter().filter(|n| {
-                n.starts_with(".bash")
-                    || n.starts_with(".z")
-                    || **n == ".profile"
-                    || **n == ".gitconfig"
-            }) {
-                missing(root.join(name), false);
-            }
+    }
+    // Shell rc files, .ssh and .gitconfig only where they take effect: a writable home
+    // directory — a writable root itself, or inside one.
+    for home in [&home_real, &p.context.home] {
+        if !writable.iter().any(|w| home.starts_with(w)) || fs.kind(home).is_none() {
+            continue;
+        }
+        guard_path(
+            fs,
+            &home.join(".ssh"),
+            true,
+            &writable,
+            &mut read_only,
+            &mut placeholders,
+        );
+        for name in PROTECTED_FILES.iter().filter(|n| {
+            n.starts_with(".bash")
+                || n.starts_with(".z")
+                || **n == ".profile"
+                || **n == ".gitconfig"
+        }) {
+            guard_path(
+                fs,
+                &home.join(name),
+                false,
+                &writable,
+                &mut read_only,
+                &mut placeholders,
+            );
         }
     }
     for gitdir in &paths.mandatory.extra_git_dirs {
@@ -599,8 +617,19 @@ fn guard_path(
     else {
         return;
     };
-    if fs.kind(path).is_some() {
+    if let Some(kind) = fs.kind(path) {
         read_only.insert(path.to_path_buf());
+        // Existing ones are placeholder candidates too: another sandbox's placeholder looks
+        // like the user's own entry to the plan, and must be held while this one runs.
+        if path != root.as_path()
+            && matches!(kind, FileKind::Dir | FileKind::File)
+            && !placeholders.iter().any(|p| p.path == path)
+        {
+            placeholders.push(Placeholder {
+                path: path.to_path_buf(),
+                dir: kind == FileKind::Dir,
+            });
+        }
         return;
     }
     let Ok(rel) = path.strip_prefix(root) else {
@@ -691,6 +720,7 @@ fn find_protected(
         }
         if name == ".git" && kind == Some(FileKind::Dir) {
             protect_git_dir(fs, &path, allow_git_config, out);
+            protect_named_by_config(fs, &path, root, out);
             if fs.kind(&path.join("modules")) == Some(FileKind::Dir) {
                 submodule_git_dirs(fs, &path.join("modules"), 0, allow_git_config, out);
             }
@@ -699,6 +729,16 @@ fn find_protected(
                 let wt = worktrees.join(wt);
                 if fs.kind(&wt) == Some(FileKind::Dir) {
                     protect_git_dir(fs, &wt, allow_git_config, out);
+                    // The linked worktree's `.git` file, wherever the worktree lives.
+                    if let Some(dotgit) = fs
+                        .read_to_string(&wt.join("gitdir"))
+                        .and_then(|t| t.lines().next().map(|l| PathBuf::from(l.trim())))
+                        .filter(|p| p.is_absolute())
+                    {
+                        if fs.kind(&dotgit) == Some(FileKind::File) {
+                            out.insert(dotgit);
+                        }
+                    }
                 }
             }
             continue;
@@ -724,6 +764,21 @@ fn protect_git_dir(
         let p = gitdir.join(sub);
         if (!sub.starts_with("config") || !allow_git_config) && fs.kind(&p).is_some() {
             out.insert(p);
+        }
+    }
+}
+
+/// The existing hooks directory and included config files the git config of `gitdir` (with
+/// its worktree at `worktree`) names ([`crate::policy::mandatory::config_named_paths`]).
+fn protect_named_by_config(
+    fs: &dyn FsView,
+    gitdir: &Path,
+    worktree: &Path,
+    out: &mut BTreeSet<PathBuf>,
+) {
+    for c in crate::policy::mandatory::config_named_paths(fs, gitdir, worktree) {
+        if fs.kind(&c.path).is_some() {
+            out.insert(c.path);
         }
     }
 }
@@ -771,6 +826,7 @@ fn submodule_git_dirs(
                 if fs.kind(&dotgit) == Some(FileKind::File) {
                     out.insert(dotgit);
                 }
+                protect_named_by_config(fs, &p, &checkout, out);
             }
             if fs.kind(&p.join("modules")) == Some(FileKind::Dir) {
                 submodule_git_dirs(fs, &p.join("modules"), depth + 1, allow_git_config, out);

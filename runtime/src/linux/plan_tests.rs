@@ -635,3 +635,48 @@ fn git_dirs_without_a_commondir_have_it_forbidden() {
         vec![p("/w/.git/commondir"), p("/w/.git/modules/m/commondir")]
     );
 }
+
+#[test]
+fn a_home_inside_a_writable_root_gets_its_placeholders_too() {
+    let mut fs = fs();
+    fs.dir("/w/people/u");
+    let plan = plan_with(ctx("/w", "/w/people/u"), SandboxSettings::default(), &fs);
+    let ph: Vec<&Path> = plan.placeholders.iter().map(|x| x.path.as_path()).collect();
+    for x in [
+        "/w/people/u/.bashrc",
+        "/w/people/u/.profile",
+        "/w/people/u/.ssh",
+        "/w/people/u/.gitconfig",
+    ] {
+        assert!(ph.contains(&Path::new(x)), "{x}: {ph:?}");
+    }
+    assert!(pins_of(&plan).contains(&p("/w/people/u")));
+}
+
+#[test]
+fn repositories_below_the_root_keep_their_named_hooks_and_worktree_git_files() {
+    let mut fs = fs();
+    fs.file("/w/ws/repo-a/.git/HEAD", "ref")
+        .file(
+            "/w/ws/repo-a/.git/config",
+            "[core]\n\thooksPath = .githooks\n",
+        )
+        .dir("/w/ws/repo-a/.githooks")
+        .file("/w/.git/HEAD", "ref")
+        .file(
+            "/w/.git/worktrees/login/gitdir",
+            "/w/wt/team/feature/login/.git\n",
+        )
+        .file("/w/.git/worktrees/login/HEAD", "ref")
+        .file(
+            "/w/wt/team/feature/login/.git",
+            "gitdir: /w/.git/worktrees/login",
+        );
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    for x in ["/w/ws/repo-a/.githooks", "/w/wt/team/feature/login/.git"] {
+        assert!(
+            plan.mounts.contains(&MountOp::ReadOnly { path: p(x) }),
+            "{x}"
+        );
+    }
+}

@@ -261,51 +261,106 @@ impl Mandatory {
 
 /// What the git config of `gitdir` (a repository whose worktree is `worktree`) names outside
 /// the git dir that decides what runs: `core.hooksPath` (a hooks directory, relative to the
-/// worktree) and `include.path` / `includeIf.*.path` (more config, relative to the git dir).
-/// A sandbox that could write them would get its hooks or config run by the host's git.
-/// The config itself is protected, so what it names cannot change during a run.
+/// worktree) and `include.path` / `includeIf.*.path` (more config, relative to the file that
+/// includes it, followed in turn). A sandbox that could write them would get its hooks or
+/// config run by the host's git. The config itself is protected, so what it names cannot
+/// change during a run.
 pub fn config_named_paths(fs: &dyn FsView, gitdir: &Path, worktree: &Path) -> Vec<ConfigPath> {
-    let Some(text) = fs.read_to_string(&gitdir.join("config")) else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
+    config_file_paths(
+        fs,
+        &gitdir.join("config"),
+        Some(worktree),
+        None,
+        0,
+        &mut out,
+    );
+    out
+}
+
+/// Levels of `include.path` followed.
+const INCLUDE_DEPTH: usize = 5;
+
+/// [`config_named_paths`] for one config file: relative `core.hooksPath` against
+/// `worktree` (skipped without one: the user's global config applies to every repository),
+/// `~/` against `home` (skipped without one).
+pub fn config_file_paths(
+    fs: &dyn FsView,
+    file: &Path,
+    worktree: Option<&Path>,
+    home: Option<&Path>,
+    depth: usize,
+    out: &mut Vec<ConfigPath>,
+) {
+    if depth > INCLUDE_DEPTH {
+        return;
+    }
+    let Some(text) = fs.read_to_string(file) else {
+        return;
+    };
+    let base = file.parent().unwrap_or(Path::new("/"));
     let mut section = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
-            continue;
-        }
+    for raw in text.lines() {
+        let mut line = raw.trim();
         if let Some(rest) = line.strip_prefix('[') {
-            let name = rest.split([']', ' ', '"']).next().unwrap_or_default();
-            section = name.to_ascii_lowercase();
+            let Some(end) = rest.find(']') else {
+                continue;
+            };
+            section = rest[..end]
+                .split([' ', '"', '.', '\t'])
+                .next()
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            // `[include] path = x` on one line.
+            line = rest[end + 1..].trim();
+        }
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
         let Some((key, value)) = line.split_once('=') else {
             continue;
         };
         let key = key.trim().to_ascii_lowercase();
-        let value = value.trim().trim_matches('"');
+        let value = config_value(value);
         if value.is_empty() {
             continue;
         }
-        let (base, dir, what) = match (section.as_str(), key.as_str()) {
+        let (relative_to, dir, what) = match (section.as_str(), key.as_str()) {
             ("core", "hookspath") => (worktree, true, "git core.hooksPath"),
-            ("include" | "includeif", "path") => (gitdir, false, "git include.path"),
+            ("include" | "includeif", "path") => (Some(base), false, "git include.path"),
             _ => continue,
         };
-        let path = Path::new(value);
-        let path = if path.is_absolute() {
-            path.to_path_buf()
-        } else if value.starts_with("~/") {
-            // The home directory's files are protected by name or path already; a path
-            // through `~` needs HOME, which the pure policy does not read.
-            continue;
+        let path = if let Some(rest) = value.strip_prefix("~/") {
+            match home {
+                Some(h) => h.join(rest),
+                None => continue,
+            }
+        } else if Path::new(&value).is_absolute() {
+            PathBuf::from(&value)
         } else {
-            super::fsview::lexical(base, path)
+            match relative_to {
+                Some(b) => super::fsview::lexical(b, Path::new(&value)),
+                None => continue,
+            }
         };
+        if !dir {
+            config_file_paths(fs, &path, worktree, home, depth + 1, out);
+        }
         out.push(ConfigPath { path, dir, what });
     }
-    out
+}
+
+/// A git config value: quoted (up to the closing quote), or up to an inline comment.
+fn config_value(raw: &str) -> String {
+    let raw = raw.trim();
+    if let Some(rest) = raw.strip_prefix('"') {
+        return rest.split('"').next().unwrap_or_default().to_string();
+    }
+    raw.split(['#', ';'])
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 fn read_gitdir(fs: &dyn FsView, dotgit: &Path, dir: &Path) -> Option<PathBuf> {

@@ -188,3 +188,51 @@ fn hooks_path_and_included_config_named_by_the_repository_are_protected() {
     assert_eq!(hit(&m, "/w/not-a-path"), None);
     assert_eq!(hit(&m, "/w/src/main.rs"), None);
 }
+
+#[test]
+fn includes_are_followed_and_git_config_syntax_is_read_as_git_reads_it() {
+    let mut fs = MemFs::new();
+    fs.file(
+        "/w/.git/config",
+        "[include] path = ../conf/first.inc\n[include]\n\tpath = ../conf/b.inc ; team settings\n",
+    )
+    .file("/w/conf/first.inc", "[include]\n\tpath = second.inc\n")
+    .file(
+        "/w/conf/second.inc",
+        "[core]\n\thooksPath = \"hooks dir\" # quoted\n",
+    )
+    .dir("/w/src");
+    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
+    for p in [
+        "/w/conf/first.inc",
+        "/w/conf/second.inc",
+        "/w/conf/b.inc",
+        "/w/hooks dir/pre-commit",
+    ] {
+        assert!(hit(&m, p).is_some(), "{p}");
+    }
+    assert_eq!(hit(&m, "/w/conf/b.inc ; team settings"), None);
+    // The global config: `~/` against the home, relative hooks paths skipped.
+    let mut fs = MemFs::new();
+    fs.file(
+        "/home/u/.gitconfig",
+        "[include]\n\tpath = ~/.gitconfig.local\n[core]\n\thooksPath = ~/.githooks\n",
+    );
+    let mut out = Vec::new();
+    config_file_paths(
+        &fs,
+        Path::new("/home/u/.gitconfig"),
+        None,
+        Some(Path::new("/home/u")),
+        0,
+        &mut out,
+    );
+    let paths: Vec<&Path> = out.iter().map(|c| c.path.as_path()).collect();
+    assert_eq!(
+        paths,
+        [
+            Path::new("/home/u/.gitconfig.local"),
+            Path::new("/home/u/.githooks")
+        ]
+    );
+}
