@@ -557,3 +557,55 @@ fn what_the_global_git_config_names_is_read_only_in_a_writable_home() {
     );
     assert!(!home.join(".githooks/pre-commit").exists());
 }
+
+#[test]
+fn a_deny_read_path_the_host_creates_during_the_run_is_masked() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let aws = env.home().join(".aws");
+    let env_file = project.join("secret.env");
+    let script = format!(
+        "touch started; while [ ! -e go ]; do sleep 0.05; done; \
+         cat {creds} secret.env 2>&1; ls {aws} 2>&1; echo finished",
+        creds = aws.join("credentials").display(),
+        aws = aws.display()
+    );
+    let child = env
+        .command()
+        .current_dir(&project)
+        .args([
+            "run",
+            "--deny-read",
+            aws.to_str().unwrap(),
+            "--deny-read",
+            env_file.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !project.join("started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // `aws configure`, a .env written by a tool: created while the sandbox runs.
+    write(&aws.join("credentials"), "AWS-SECRET\n");
+    write(&env_file, "ENV-SECRET\n");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(project.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("masked"), "{stderr}");
+}

@@ -134,6 +134,7 @@ fn supervise_polling(
     chan: Option<&std::os::fd::OwnedFd>,
     mut guarded: Vec<super::mount::Guarded>,
     forbidden: Option<Forbidden>,
+    mut late: Option<LateMasks>,
 ) -> i32 {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -142,7 +143,7 @@ fn supervise_polling(
         return supervise(child, set);
     };
     // The mount table signals every change (POLLPRI) until it is polled again.
-    let mounts = if guarded.is_empty() {
+    let mounts = if guarded.is_empty() && late.is_none() {
         None
     } else {
         std::fs::File::open("/proc/self/mountinfo").ok()
@@ -165,6 +166,11 @@ fn supervise_polling(
             forbidden_at = Some(fds.len());
             fds.push(PollFd::new(f.inotify.as_fd(), PollFlags::POLLIN));
         }
+        let mut late_at = None;
+        if let Some(l) = &late {
+            late_at = Some(fds.len());
+            fds.push(PollFd::new(l.inotify.as_fd(), PollFlags::POLLIN));
+        }
         // A protection that could not be put back is tried again every 50 ms (the host may
         // recreate the entry without any change to the mount table).
         let timeout = if super::mount::any_failed(&guarded) {
@@ -183,6 +189,7 @@ fn supervise_polling(
         let chan_ready = ready(chan_at);
         let mounts_ready = ready(mounts_at) || (n == 0 && mounts.is_some());
         let forbidden_ready = ready(forbidden_at);
+        let late_ready = ready(late_at);
         let sig_ready = ready(Some(0));
         drop(fds);
         if mounts_ready {
@@ -204,6 +211,11 @@ fn supervise_polling(
         if forbidden_ready {
             if let Some(f) = &forbidden {
                 f.handle();
+            }
+        }
+        if late_ready {
+            if let Some(l) = &mut late {
+                l.handle(&mut guarded);
             }
         }
         if chan_ready {
@@ -368,6 +380,95 @@ impl Forbidden {
     }
 }
 
+/// `denyRead` paths missing when the sandbox started ([`Plan::mask_later`]): each one's
+/// nearest existing ancestor under inotify; once the path exists it is masked.
+struct LateMasks {
+    inotify: nix::sys::inotify::Inotify,
+    pending: Vec<std::path::PathBuf>,
+}
+
+impl LateMasks {
+    fn watch(paths: &[std::path::PathBuf]) -> Option<LateMasks> {
+        use nix::sys::inotify::{InitFlags, Inotify};
+        if paths.is_empty() {
+            return None;
+        }
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+        let mut late = LateMasks {
+            inotify,
+            pending: paths.to_vec(),
+        };
+        // Nothing to mask yet, unless something appeared since planning.
+        late.check(&mut Vec::new());
+        Some(late)
+    }
+
+    /// Masks every pending path that exists now; watches the nearest existing ancestor of
+    /// the others (again after each step down, so a `mkdir -p` followed at once by the file
+    /// is not missed: the look comes after the watch).
+    fn check(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
+        use nix::sys::inotify::AddWatchFlags;
+        let mut still = Vec::new();
+        for target in std::mem::take(&mut self.pending) {
+            loop {
+                if std::fs::symlink_metadata(&target).is_ok() {
+                    match super::mount::mask_late(&target) {
+                        Some(Ok(g)) => {
+                            eprintln!(
+                                "warden: {} appeared while the sandbox runs (denyRead): masked",
+                                target.display()
+                            );
+                            guarded.push(g);
+                        }
+                        Some(Err(e)) => eprintln!(
+                            "warden: warning: {} appeared while the sandbox runs (denyRead) and \
+                             could not be masked: {e}",
+                            target.display()
+                        ),
+                        None => {}
+                    }
+                    break;
+                }
+                let Some(dir) = target
+                    .ancestors()
+                    .skip(1)
+                    .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))
+                else {
+                    break;
+                };
+                if self
+                    .inotify
+                    .add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+                    .is_err()
+                {
+                    still.push(target);
+                    break;
+                }
+                // Watched: look once more (it may have appeared before the watch).
+                let deepest = target
+                    .ancestors()
+                    .skip(1)
+                    .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()));
+                if deepest == Some(dir) && std::fs::symlink_metadata(&target).is_err() {
+                    still.push(target);
+                    break;
+                }
+            }
+        }
+        self.pending = still;
+    }
+
+    fn handle(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
+        // Whatever the events say (an overflow included), look at every pending path.
+        while let Ok(events) = self.inotify.read_events() {
+            if events.is_empty() {
+                break;
+            }
+        }
+        self.check(guarded);
+    }
+}
+
 /// The sandbox's pid 1: builds the view, starts the command, reaps, forwards signals.
 fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
     let setup = || -> Result<Option<std::os::fd::OwnedFd>, String> {
@@ -408,16 +509,21 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
     let set = signal_set();
     // Watched before the command exists, so nothing it creates is missed.
     let forbidden = Forbidden::watch(&plan.forbidden);
+    let late = LateMasks::watch(&plan.mask_later);
     // SAFETY: pid 1 is single-threaded, so fork is safe.
     match unsafe { fork() } {
         Err(e) => fail(format_args!("fork: {e}")),
         Ok(ForkResult::Child) => command(plan, &filter, &set),
         Ok(ForkResult::Parent { child }) => {
             let guarded = super::mount::guarded(plan);
-            let code = if connector.is_none() && guarded.is_empty() && forbidden.is_none() {
+            let code = if connector.is_none()
+                && guarded.is_empty()
+                && forbidden.is_none()
+                && late.is_none()
+            {
                 supervise(child, &set)
             } else {
-                supervise_polling(child, &set, connector.as_ref(), guarded, forbidden)
+                supervise_polling(child, &set, connector.as_ref(), guarded, forbidden, late)
             };
             std::process::exit(code)
         }

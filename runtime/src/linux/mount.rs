@@ -452,6 +452,38 @@ pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Result<(), MountError>)> {
     out
 }
 
+/// Masks `path`, which appeared after the view was built (a `denyRead` path missing at the
+/// start): a directory behind an empty mode-000 read-only tmpfs, anything else but a symlink
+/// behind /dev/null. Returns the protection to keep in place from now on.
+pub fn mask_late(path: &Path) -> Option<Result<Guarded, MountError>> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let step = if meta.is_dir() {
+        MountOp::MaskDir {
+            path: path.to_path_buf(),
+        }
+    } else if meta.file_type().is_symlink() {
+        return None;
+    } else {
+        MountOp::MaskFile {
+            path: path.to_path_buf(),
+        }
+    };
+    let mut result = reapply(&step)?;
+    for _ in 1..RESTORE_ATTEMPTS {
+        if result.is_ok() {
+            break;
+        }
+        std::thread::sleep(RESTORE_PAUSE);
+        result = reapply(&step).unwrap_or(Ok(()));
+    }
+    Some(result.map(|()| Guarded {
+        mnt_id: mount_id(path).unwrap_or(0),
+        path: path.to_path_buf(),
+        op: step,
+        failed: false,
+    }))
+}
+
 /// Whether some protection could not be put back yet (pid 1 tries again periodically).
 pub fn any_failed(list: &[Guarded]) -> bool {
     list.iter().any(|g| g.failed)

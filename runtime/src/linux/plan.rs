@@ -86,6 +86,10 @@ pub struct Plan {
     /// it points). Pid 1 watches their directories and moves such an entry aside at once.
     #[serde(default)]
     pub forbidden: Vec<PathBuf>,
+    /// Literal `denyRead` paths missing when the sandbox starts: pid 1 watches their nearest
+    /// existing ancestor and masks each as soon as it appears.
+    #[serde(default)]
+    pub mask_later: Vec<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -401,6 +405,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
     );
 
     // denyRead: directories behind empty tmpfs, files behind /dev/null; then allowRead.
+    let mut mask_later = Vec::new();
     for rule in &paths.deny_read {
         match &rule.pattern {
             PathPattern::Literal { lexical, resolved } => {
@@ -413,7 +418,9 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         mounts.push(MountOp::MaskDir { path: real.clone() })
                     }
                     Some(_) => mounts.push(MountOp::MaskFile { path: real.clone() }),
-                    None => {}
+                    // Missing now: pid 1 masks it as soon as it appears (`aws configure`
+                    // while an agent runs).
+                    None => mask_later.push(real.clone()),
                 }
             }
             PathPattern::Glob(m) => {
@@ -532,6 +539,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         network: input.network.map(|n| n.plan),
         terminal: None,
         forbidden,
+        mask_later,
     })
 }
 
