@@ -30,3 +30,4 @@ pub mod pty;
 pub mod rawsys;
 pub mod seccomp;
 pub mod spawn;
+pub mod watch;

@@ -1,0 +1,225 @@
+//! What pid 1 watches while the command runs, besides its mount table
+//! ([`super::mount::restore`]): entries that must not appear in protected git dirs, and
+//! `denyRead` paths that did not exist when the sandbox started. Both with inotify, set up
+//! before the command exists.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The entries that must not appear while the command runs ([`super::plan::Plan::forbidden`]): their
+/// directories under inotify; one that appears is moved aside at once.
+pub struct Forbidden {
+    pub inotify: nix::sys::inotify::Inotify,
+    /// Each watch with its directory and the forbidden names in it.
+    watches: Vec<(
+        nix::sys::inotify::WatchDescriptor,
+        std::path::PathBuf,
+        Vec<std::ffi::OsString>,
+    )>,
+}
+
+impl Forbidden {
+    pub fn watch(paths: &[std::path::PathBuf]) -> Option<Forbidden> {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        if paths.is_empty() {
+            return None;
+        }
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+        let mut watches: Vec<(
+            nix::sys::inotify::WatchDescriptor,
+            std::path::PathBuf,
+            Vec<std::ffi::OsString>,
+        )> = Vec::new();
+        for path in paths {
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+                continue;
+            };
+            if let Some(w) = watches.iter_mut().find(|w| w.1 == dir) {
+                w.2.push(name.to_os_string());
+                continue;
+            }
+            if let Ok(wd) =
+                inotify.add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+            {
+                watches.push((wd, dir.to_path_buf(), vec![name.to_os_string()]));
+            }
+        }
+        let f = Forbidden { inotify, watches };
+        // Anything there already (made between planning and now) goes too.
+        f.rescan();
+        Some(f)
+    }
+
+    pub fn handle(&self) {
+        let Ok(events) = self.inotify.read_events() else {
+            return;
+        };
+        for event in events {
+            if event
+                .mask
+                .contains(nix::sys::inotify::AddWatchFlags::IN_Q_OVERFLOW)
+            {
+                self.rescan();
+                continue;
+            }
+            let Some(name) = &event.name else { continue };
+            if let Some((_, dir, _)) = self
+                .watches
+                .iter()
+                .find(|(wd, _, names)| *wd == event.wd && names.contains(name))
+            {
+                self.remove(&dir.join(name));
+            }
+        }
+    }
+
+    /// Moves `path` aside (kept for the user to look at) if it exists: under a fresh name
+    /// (`RENAME_NOREPLACE`, never onto something the command prepared), else removed. If
+    /// neither works, the sandbox ends: pid 1 kills every process in it (fail closed).
+    fn remove(&self, path: &std::path::Path) {
+        if std::fs::symlink_metadata(path).is_err() {
+            return;
+        }
+        for n in 0..1000u32 {
+            let mut aside = path.as_os_str().to_os_string();
+            aside.push(format!(".warden-blocked-{n}"));
+            let aside = std::path::PathBuf::from(aside);
+            match nix::fcntl::renameat2(
+                nix::fcntl::AT_FDCWD,
+                path,
+                nix::fcntl::AT_FDCWD,
+                &aside,
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Ok(()) => {
+                    eprintln!(
+                        "warden: blocked: {} appeared in a protected git dir (git would take \
+                         hooks and config from where it points); moved to {}",
+                        path.display(),
+                        aside.display()
+                    );
+                    return;
+                }
+                Err(nix::Error::EEXIST) => continue,
+                Err(_) => break,
+            }
+        }
+        let removed = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(_) => Ok(()),
+        };
+        if removed.is_ok() {
+            eprintln!(
+                "warden: blocked: {} appeared in a protected git dir; removed",
+                path.display()
+            );
+            return;
+        }
+        eprintln!(
+            "warden: {} appeared in a protected git dir and cannot be removed: ending the \
+             sandbox",
+            path.display()
+        );
+        // Pid 1 of the namespace: -1 reaches every other process in it.
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    }
+
+    /// After a queue overflow (events lost): look at every forbidden entry again.
+    fn rescan(&self) {
+        for (_, dir, names) in &self.watches {
+            for name in names {
+                self.remove(&dir.join(name));
+            }
+        }
+    }
+}
+
+/// `denyRead` paths missing when the sandbox started ([`super::plan::Plan::mask_later`]): each one's
+/// nearest existing ancestor under inotify; once the path exists it is masked.
+pub struct LateMasks {
+    pub inotify: nix::sys::inotify::Inotify,
+    pending: Vec<std::path::PathBuf>,
+}
+
+impl LateMasks {
+    pub fn watch(paths: &[std::path::PathBuf]) -> Option<LateMasks> {
+        use nix::sys::inotify::{InitFlags, Inotify};
+        if paths.is_empty() {
+            return None;
+        }
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+        let mut late = LateMasks {
+            inotify,
+            pending: paths.to_vec(),
+        };
+        // Nothing to mask yet, unless something appeared since planning.
+        late.check(&mut Vec::new());
+        Some(late)
+    }
+
+    /// Masks every pending path that exists now; watches the nearest existing ancestor of
+    /// the others (again after each step down, so a `mkdir -p` followed at once by the file
+    /// is not missed: the look comes after the watch).
+    fn check(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
+        use nix::sys::inotify::AddWatchFlags;
+        let mut still = Vec::new();
+        for target in std::mem::take(&mut self.pending) {
+            loop {
+                if std::fs::symlink_metadata(&target).is_ok() {
+                    match super::mount::mask_late(&target) {
+                        Some(Ok(g)) => {
+                            eprintln!(
+                                "warden: {} appeared while the sandbox runs (denyRead): masked",
+                                target.display()
+                            );
+                            guarded.push(g);
+                        }
+                        Some(Err(e)) => eprintln!(
+                            "warden: warning: {} appeared while the sandbox runs (denyRead) and \
+                             could not be masked: {e}",
+                            target.display()
+                        ),
+                        None => {}
+                    }
+                    break;
+                }
+                let Some(dir) = target
+                    .ancestors()
+                    .skip(1)
+                    .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))
+                else {
+                    break;
+                };
+                if self
+                    .inotify
+                    .add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+                    .is_err()
+                {
+                    still.push(target);
+                    break;
+                }
+                // Watched: look once more (it may have appeared before the watch).
+                let deepest = target
+                    .ancestors()
+                    .skip(1)
+                    .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()));
+                if deepest == Some(dir) && std::fs::symlink_metadata(&target).is_err() {
+                    still.push(target);
+                    break;
+                }
+            }
+        }
+        self.pending = still;
+    }
+
+    pub fn handle(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
+        // Whatever the events say (an overflow included), look at every pending path.
+        while let Ok(events) = self.inotify.read_events() {
+            if events.is_empty() {
+                break;
+            }
+        }
+        self.check(guarded);
+    }
+}
