@@ -609,3 +609,69 @@ fn a_deny_read_path_the_host_creates_during_the_run_is_masked() {
     assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
     assert!(stderr.contains("masked"), "{stderr}");
 }
+
+#[test]
+fn a_missing_deny_read_path_in_the_project_cannot_be_prepared_by_the_command() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let env_file = project.join(".env");
+    let token = project.join("sec/token");
+    // What the command tries before the host writes the secrets: a symlink at the name, the
+    // parent made and moved aside, the file made first and held open.
+    let script = String::from("touch started; ")
+        + &attempts(&[
+            ("symlink", "ln -s nowhere .env"),
+            ("mkdir-sec", "mkdir sec"),
+            ("hold", "exec 3>.env"),
+        ])
+        + "while [ ! -e go ]; do sleep 0.05; done; cat .env sec/token 2>&1; echo finished";
+    let child = env
+        .command()
+        .current_dir(&project)
+        .args([
+            "run",
+            "--deny-read",
+            env_file.to_str().unwrap(),
+            "--deny-read",
+            token.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !project.join("started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(&env_file, "API_KEY=HOST-SECRET-1\n").unwrap();
+    write(&token, "HOST-SECRET-2\n");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(project.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
+    for label in ["symlink", "mkdir-sec", "hold"] {
+        assert!(
+            stdout.contains(&format!("{label} refused")),
+            "{label}: {stdout}{stderr}"
+        );
+    }
+    assert!(!stdout.contains("HOST-SECRET"), "{stdout}\n{stderr}");
+    // The host's files are the host's: written through the placeholders, kept after the run.
+    assert_eq!(
+        std::fs::read_to_string(&env_file).unwrap(),
+        "API_KEY=HOST-SECRET-1\n"
+    );
+    assert_eq!(std::fs::read_to_string(&token).unwrap(), "HOST-SECRET-2\n");
+}

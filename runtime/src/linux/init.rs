@@ -175,6 +175,8 @@ fn supervise_polling(
         // recreate the entry without any change to the mount table).
         let timeout = if super::mount::any_failed(&guarded) {
             PollTimeout::from(50u16)
+        } else if late.as_ref().is_some_and(|l| l.waiting()) {
+            PollTimeout::from(100u16)
         } else {
             PollTimeout::NONE
         };
@@ -189,7 +191,7 @@ fn supervise_polling(
         let chan_ready = ready(chan_at);
         let mounts_ready = ready(mounts_at) || (n == 0 && mounts.is_some());
         let forbidden_ready = ready(forbidden_at);
-        let late_ready = ready(late_at);
+        let late_ready = ready(late_at) || (n == 0 && late.is_some());
         let sig_ready = ready(Some(0));
         drop(fds);
         if mounts_ready {

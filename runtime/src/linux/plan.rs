@@ -418,9 +418,35 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         mounts.push(MountOp::MaskDir { path: real.clone() })
                     }
                     Some(_) => mounts.push(MountOp::MaskFile { path: real.clone() }),
-                    // Missing now: pid 1 masks it as soon as it appears (`aws configure`
-                    // while an agent runs).
-                    None => mask_later.push(real.clone()),
+                    None => {
+                        // Missing inside a writable root: the command could make it first and
+                        // keep a handle, so its first missing component becomes a placeholder,
+                        // masked like the rest (the host's tools write into it; the sandbox
+                        // never sees it). Elsewhere only the host can make it: pid 1 masks it
+                        // as soon as it appears (`aws configure` while an agent runs).
+                        let root = writable
+                            .iter()
+                            .filter(|w| real.starts_with(w))
+                            .max_by_key(|w| w.components().count());
+                        match root.and_then(|r| first_missing(fs, real, r, false)) {
+                            Some(ph) => {
+                                mounts.push(if ph.dir {
+                                    MountOp::MaskDir {
+                                        path: ph.path.clone(),
+                                    }
+                                } else {
+                                    MountOp::MaskFile {
+                                        path: ph.path.clone(),
+                                    }
+                                });
+                                if !placeholders.iter().any(|p| p.path == ph.path) {
+                                    placeholders.push(ph);
+                                }
+                            }
+                            None if root.is_none() => mask_later.push(real.clone()),
+                            None => {}
+                        }
+                    }
                 }
             }
             PathPattern::Glob(m) => {
@@ -640,28 +666,35 @@ fn guard_path(
         }
         return;
     }
-    let Ok(rel) = path.strip_prefix(root) else {
-        return;
-    };
-    let mut cur = root.clone();
+    if let Some(ph) = first_missing(fs, path, root, dir) {
+        read_only.insert(ph.path.clone());
+        if !placeholders.iter().any(|p| p.path == ph.path) {
+            placeholders.push(ph);
+        }
+    }
+}
+
+/// The placeholder for the first missing component of `path` below `root` (an existing
+/// directory): a directory, or for the last component a file unless `dir`. `None` when a
+/// component on the way is not a directory (a symlink: the policy judges what it points to).
+fn first_missing(fs: &dyn FsView, path: &Path, root: &Path, dir: bool) -> Option<Placeholder> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut cur = root.to_path_buf();
     for comp in rel.components() {
         cur.push(comp);
         match fs.kind(&cur) {
             Some(FileKind::Dir) => {}
-            Some(_) => return,
+            Some(_) => return None,
             None => {
                 let last = cur.as_path() == path;
-                if !placeholders.iter().any(|p| p.path == cur) {
-                    placeholders.push(Placeholder {
-                        path: cur.clone(),
-                        dir: !last || dir,
-                    });
-                }
-                read_only.insert(cur);
-                return;
+                return Some(Placeholder {
+                    path: cur,
+                    dir: !last || dir,
+                });
             }
         }
     }
+    None
 }
 
 /// The directories to pin ([`MountOp::Pin`]) for `targets`: every directory strictly

@@ -680,3 +680,27 @@ fn repositories_below_the_root_keep_their_named_hooks_and_worktree_git_files() {
         );
     }
 }
+
+#[test]
+fn a_missing_deny_read_path_in_a_root_gets_a_masked_placeholder_and_elsewhere_waits() {
+    let fs = fs();
+    let settings: SandboxSettings = serde_json::from_str(
+        r#"{"filesystem":{"denyRead":["/w/.env.local","/w/sec/token","/home/u/.aws"]}}"#,
+    )
+    .unwrap();
+    let plan = plan_for(settings, &fs).unwrap();
+    assert!(plan.mounts.contains(&MountOp::MaskFile {
+        path: p("/w/.env.local")
+    }));
+    assert!(plan
+        .mounts
+        .contains(&MountOp::MaskDir { path: p("/w/sec") }));
+    let ph: Vec<(PathBuf, bool)> = plan
+        .placeholders
+        .iter()
+        .map(|x| (x.path.clone(), x.dir))
+        .collect();
+    assert!(ph.contains(&(p("/w/.env.local"), false)), "{ph:?}");
+    assert!(ph.contains(&(p("/w/sec"), true)), "{ph:?}");
+    assert_eq!(plan.mask_later, vec![p("/home/u/.aws")]);
+}

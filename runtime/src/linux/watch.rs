@@ -140,6 +140,8 @@ impl Forbidden {
 pub struct LateMasks {
     pub inotify: nix::sys::inotify::Inotify,
     pending: Vec<std::path::PathBuf>,
+    /// Paths whose failed mask was reported (once each).
+    warned: std::collections::BTreeSet<std::path::PathBuf>,
 }
 
 impl LateMasks {
@@ -152,16 +154,20 @@ impl LateMasks {
         let mut late = LateMasks {
             inotify,
             pending: paths.to_vec(),
+            warned: std::collections::BTreeSet::new(),
         };
         // Nothing to mask yet, unless something appeared since planning.
         late.check(&mut Vec::new());
         Some(late)
     }
 
-    /// Masks every pending path that exists now; watches the nearest existing ancestor of
-    /// the others (again after each step down, so a `mkdir -p` followed at once by the file
-    /// is not missed: the look comes after the watch).
-    fn check(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
+    /// Masks every pending path that exists now as a file or directory; watches the nearest
+    /// existing ancestor of the others (again after each step down, so a `mkdir -p` followed
+    /// at once by the file is not missed: the look comes after the watch). A path stays
+    /// pending until its mask is in place — a symlink there, a watch the kernel refuses or a
+    /// mount that fails leave it pending, looked at again on every event and every 100 ms
+    /// ([`LateMasks::waiting`]).
+    pub fn check(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
         use nix::sys::inotify::AddWatchFlags;
         let mut still = Vec::new();
         for target in std::mem::take(&mut self.pending) {
@@ -175,12 +181,19 @@ impl LateMasks {
                             );
                             guarded.push(g);
                         }
-                        Some(Err(e)) => eprintln!(
-                            "warden: warning: {} appeared while the sandbox runs (denyRead) and \
-                             could not be masked: {e}",
-                            target.display()
-                        ),
-                        None => {}
+                        Some(Err(e)) => {
+                            if self.warned.insert(target.clone()) {
+                                eprintln!(
+                                    "warden: warning: {} appeared while the sandbox runs \
+                                     (denyRead) and could not be masked yet: {e}",
+                                    target.display()
+                                );
+                            }
+                            still.push(target);
+                        }
+                        // A symlink: what it points to is judged on its own; the name
+                        // stays watched.
+                        None => still.push(target),
                     }
                     break;
                 }
@@ -189,28 +202,32 @@ impl LateMasks {
                     .skip(1)
                     .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))
                 else {
-                    break;
-                };
-                if self
-                    .inotify
-                    .add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
-                    .is_err()
-                {
                     still.push(target);
                     break;
-                }
-                // Watched: look once more (it may have appeared before the watch).
+                };
+                let watched = self
+                    .inotify
+                    .add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+                    .is_ok();
+                // Look once more (it may have appeared before the watch).
                 let deepest = target
                     .ancestors()
                     .skip(1)
                     .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()));
-                if deepest == Some(dir) && std::fs::symlink_metadata(&target).is_err() {
+                if !watched || (deepest == Some(dir) && std::fs::symlink_metadata(&target).is_err())
+                {
                     still.push(target);
                     break;
                 }
             }
         }
         self.pending = still;
+    }
+
+    /// Whether some path still waits for its mask (pid 1 then looks every 100 ms as well:
+    /// an event can be lost when the kernel refuses a watch).
+    pub fn waiting(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     pub fn handle(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
