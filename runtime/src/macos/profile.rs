@@ -422,6 +422,55 @@ pub fn git_dir_regex(allow_git_config: bool) -> Vec<u8> {
     re
 }
 
+/// The rest of the git state the policy protects (`Mandatory::check`): in submodule git dirs
+/// (`.git/modules/…`, names of several components) any `hooks` directory and a final
+/// `config` (unless `allowGitConfig`), `commondir` or `gitdir`; a git dir's own `commondir`
+/// and `gitdir`; a linked worktree's pointers and config (`.git/worktrees/NAME/…`).
+pub fn git_state_regexes(allow_git_config: bool) -> Vec<Vec<u8>> {
+    let git = |rest: &[u8]| {
+        let mut re = b"/".to_vec();
+        ci_name(".git", &mut re);
+        re.extend_from_slice(rest);
+        re
+    };
+    let modules = {
+        let mut m = b"/".to_vec();
+        ci_name("modules", &mut m);
+        m.extend_from_slice(b"/.+/");
+        m
+    };
+    let mut finals = vec!["commondir", "gitdir"];
+    if !allow_git_config {
+        finals.extend(["config", "config.worktree"]);
+    }
+    let mut out = Vec::new();
+    // .git/modules/…/hooks(/…)
+    let mut re = modules.clone();
+    ci_name("hooks", &mut re);
+    re.extend_from_slice(b"(/|$)");
+    out.push(git(&re));
+    // .git/modules/…/(config|commondir|gitdir…)$
+    let mut re = modules;
+    re.extend(ci_alternation(&finals));
+    re.push(b'$');
+    out.push(git(&re));
+    // .git/(commondir|gitdir)$
+    let mut re = b"/".to_vec();
+    re.extend(ci_alternation(&["commondir", "gitdir"]));
+    re.push(b'$');
+    out.push(git(&re));
+    // .git/worktrees/NAME/(hooks…|config…|commondir|gitdir)
+    let mut re = b"/".to_vec();
+    ci_name("worktrees", &mut re);
+    re.extend_from_slice(b"/[^/]+/");
+    let mut names = finals.clone();
+    names.push("hooks");
+    re.extend(ci_alternation(&names));
+    re.extend_from_slice(b"(/|$)");
+    out.push(git(&re));
+    out
+}
+
 /// `/.git$`: a git dir itself, which must not be renamed away from its protected hooks.
 pub fn git_dir_itself_regex() -> Vec<u8> {
     let mut re = b"/".to_vec();
@@ -643,12 +692,26 @@ fn file_rules(
         p.regex("mandatory", protected_names_regex())?,
         p.regex("mandatory", git_dir_regex(mandatory.allow_git_config))?,
     ];
+    for re in git_state_regexes(mandatory.allow_git_config) {
+        protected.push(p.regex("mandatory", re)?);
+    }
     for g in &mandatory.extra_git_dirs {
         protected.push(p.subpath("mandatory", &g.join("hooks"))?);
+        for name in ["commondir", "gitdir"] {
+            protected.push(p.literal("mandatory", &g.join(name))?);
+        }
         if !mandatory.allow_git_config {
             protected.push(p.subpath("mandatory", &g.join("config"))?);
             protected.push(p.subpath("mandatory", &g.join("config.worktree"))?);
         }
+    }
+    // Configuration by path: warden's settings, git's user config, what git config names.
+    for c in &mandatory.config {
+        protected.push(if c.dir {
+            p.subpath("mandatory", &c.path)?
+        } else {
+            p.literal("mandatory", &c.path)?
+        });
     }
     forms.push(Expr::comment(
         "Mandatory protections (by name anywhere, case-insensitively; git dirs of worktrees).",

@@ -26,7 +26,19 @@ fn ctx(cwd: &str, home: &str, tmp: &str) -> Context {
         home: home.into(),
         tmpdir: Some(tmp.into()),
         approver_attached: false,
-        protected: Vec::new(),
+        // As the CLI fills it: warden's user settings and a `--settings` file by path.
+        protected: vec![
+            crate::policy::mandatory::ConfigPath {
+                path: PathBuf::from(home).join(".config/warden"),
+                dir: true,
+                what: "warden user settings",
+            },
+            crate::policy::mandatory::ConfigPath {
+                path: PathBuf::from(cwd).join("sandbox.json"),
+                dir: false,
+                what: "warden settings file (--settings)",
+            },
+        ],
     }
 }
 
@@ -617,6 +629,18 @@ const COMMON_PATHS: &[&str] = &[
     "/w/.git/config",
     "/w/.git/config.worktree",
     "/w/sub/.git/hooks/post-checkout",
+    "/w/.git/commondir",
+    "/w/.git/modules/libs/foo/hooks/pre-commit",
+    "/w/.git/modules/libs/foo/config",
+    "/w/.git/modules/libs/foo/commondir",
+    "/w/.git/modules/libs/foo/objects/ab",
+    "/w/.git/modules/config",
+    "/w/.git/worktrees/wt/commondir",
+    "/w/.git/worktrees/wt/gitdir",
+    "/w/.git/worktrees/wt/HEAD",
+    "/w/sandbox.json",
+    "/w/sandbox.json.bak",
+    "/h/.config/warden/settings.json",
     "/w/.bashrc",
     "/w/.vscode/settings.json",
     "/w/.claude/settings.json",
