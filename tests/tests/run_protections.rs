@@ -493,7 +493,7 @@ fn hooks_and_config_the_repository_names_outside_git_are_read_only() {
 }
 
 #[test]
-fn a_commondir_the_command_creates_in_a_git_dir_is_moved_aside() {
+fn a_commondir_the_command_creates_in_a_git_dir_ends_the_sandbox() {
     let env = TestEnv::new();
     let project = env.project();
     write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
@@ -504,24 +504,22 @@ fn a_commondir_the_command_creates_in_a_git_dir_is_moved_aside() {
         "ref: refs/heads/main\n",
     );
     write(&project.join(".git/modules/sub/config"), "[core]\n");
-    // The command prepares the name pid 1 would move it to first.
+    // The command prepares the name pid 1 would move it to first, then plants the pointer
+    // and would go on planting it in a loop.
     let script = "mkdir -p evil .git/commondir.warden-blocked-0/x && \
-                  echo \"$PWD/evil\" > .git/commondir; \
-                  echo \"$PWD/evil\" > .git/modules/sub/commondir.tmp && \
-                  mv .git/modules/sub/commondir.tmp .git/modules/sub/commondir; sleep 0.3; \
-                  for f in .git/commondir .git/modules/sub/commondir; do \
-                  if [ -e $f ]; then echo \"$f present\"; else echo \"$f gone\"; fi; done";
+                  while true; do [ -e .git/commondir ] || echo \"$PWD/evil\" > .git/commondir; done";
     let out = sh(&env, &project, &[], script);
-    assert_eq!(out.code, 0, "{out:?}");
-    assert!(out.stdout.contains(".git/commondir gone"), "{out:?}");
-    assert!(
-        out.stdout.contains(".git/modules/sub/commondir gone"),
-        "{out:?}"
-    );
+    assert_eq!(out.code, 137, "{out:?}");
+    assert!(out.stderr.contains("the sandbox was ended"), "{out:?}");
     assert!(!project.join(".git/commondir").exists());
-    assert!(!project.join(".git/modules/sub/commondir").exists());
     assert!(project.join(".git/commondir.warden-blocked-1").is_file());
-    assert!(out.stderr.contains("blocked"), "{out:?}");
+    // A submodule's git dir, through a rename.
+    let script = "echo \"$PWD/evil\" > .git/modules/sub/commondir.tmp && \
+                  mv .git/modules/sub/commondir.tmp .git/modules/sub/commondir; sleep 5; echo survived";
+    let out = sh(&env, &project, &[], script);
+    assert_eq!(out.code, 137, "{out:?}");
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(!project.join(".git/modules/sub/commondir").exists());
     // The policy agrees.
     let check = env.run([
         "check",

@@ -73,14 +73,18 @@ impl Forbidden {
         }
     }
 
-    /// Moves `path` aside (kept for the user to look at) if it exists: under a fresh name
-    /// (`RENAME_NOREPLACE`, never onto something the command prepared), else removed. If
-    /// neither works, the sandbox ends: pid 1 kills every process in it (fail closed).
+    /// Moves `path` aside (kept for the user to look at) if it exists — under a fresh name
+    /// (`RENAME_NOREPLACE`, never onto something the command prepared), else removed — and
+    /// ends the sandbox: git never writes these itself, so one appearing is an attack, and a
+    /// command left running could make it again and again faster than it can be moved.
     fn remove(&self, path: &std::path::Path) {
         if std::fs::symlink_metadata(path).is_err() {
             return;
         }
-        for n in 0..1000u32 {
+        // First stop the command (pid 1 of the namespace: -1 reaches every other process).
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        let mut moved = None;
+        for n in 0..100u32 {
             let mut aside = path.as_os_str().to_os_string();
             aside.push(format!(".warden-blocked-{n}"));
             let aside = std::path::PathBuf::from(aside);
@@ -92,37 +96,32 @@ impl Forbidden {
                 nix::fcntl::RenameFlags::RENAME_NOREPLACE,
             ) {
                 Ok(()) => {
-                    eprintln!(
-                        "warden: blocked: {} appeared in a protected git dir (git would take \
-                         hooks and config from where it points); moved to {}",
-                        path.display(),
-                        aside.display()
-                    );
-                    return;
+                    moved = Some(aside);
+                    break;
                 }
                 Err(nix::Error::EEXIST) => continue,
                 Err(_) => break,
             }
         }
-        let removed = match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-            Ok(_) => std::fs::remove_file(path),
-            Err(_) => Ok(()),
+        let what = match moved {
+            Some(aside) => format!("moved to {}", aside.display()),
+            None => {
+                let removed = match std::fs::symlink_metadata(path) {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+                    Ok(_) => std::fs::remove_file(path),
+                    Err(_) => Ok(()),
+                };
+                match removed {
+                    Ok(()) => "removed".to_string(),
+                    Err(e) => format!("could not be removed ({e}): remove it by hand"),
+                }
+            }
         };
-        if removed.is_ok() {
-            eprintln!(
-                "warden: blocked: {} appeared in a protected git dir; removed",
-                path.display()
-            );
-            return;
-        }
         eprintln!(
-            "warden: {} appeared in a protected git dir and cannot be removed: ending the \
-             sandbox",
+            "warden: blocked: {} appeared in a protected git dir (git would take hooks and \
+             config from where it points); {what}; the sandbox was ended",
             path.display()
         );
-        // Pid 1 of the namespace: -1 reaches every other process in it.
-        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     }
 
     /// After a queue overflow (events lost): look at every forbidden entry again.
