@@ -673,3 +673,64 @@ fn a_missing_deny_read_path_in_the_project_cannot_be_prepared_by_the_command() {
     );
     assert_eq!(std::fs::read_to_string(&token).unwrap(), "HOST-SECRET-2\n");
 }
+
+#[test]
+fn a_deny_read_placeholder_outlives_the_first_of_two_sandboxes() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let env_file = project.join(".env");
+    let spawn = |script: &str| {
+        env.command()
+            .current_dir(&project)
+            .args([
+                "run",
+                "--deny-read",
+                env_file.to_str().unwrap(),
+                "--",
+                "bash",
+                "-c",
+                script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let wait_for = |name: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !project.join(name).exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} did not appear"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let a = spawn("touch a_started; while [ ! -e goA ]; do sleep 0.05; done");
+    wait_for("a_started");
+    let b = spawn(
+        "touch b_started; while [ ! -e goB ]; do sleep 0.05; done; \
+         if exec 3>.env; then echo held; fi; cat .env; echo finished",
+    );
+    wait_for("b_started");
+    std::fs::write(project.join("goA"), "").unwrap();
+    let out_a = a.wait_with_output().unwrap();
+    assert_eq!(out_a.status.code(), Some(0), "{out_a:?}");
+    // A is gone; B still runs: the placeholder must still be there and masked for B.
+    assert!(
+        env_file.exists(),
+        "the first sandbox removed the placeholder the second holds"
+    );
+    std::fs::write(&env_file, "API_KEY=HOST-SECRET\n").unwrap();
+    std::fs::write(project.join("goB"), "").unwrap();
+    let out_b = b.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out_b.stdout);
+    assert!(stdout.contains("finished"), "{out_b:?}");
+    assert!(!stdout.contains("held"), "{stdout}");
+    assert!(!stdout.contains("HOST-SECRET"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(&env_file).unwrap(),
+        "API_KEY=HOST-SECRET\n"
+    );
+}

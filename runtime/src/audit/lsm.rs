@@ -416,9 +416,9 @@ pub fn rules_of_plan(plan: &crate::linux::plan::Plan) -> Rules {
             MountOp::Writable { path } => r.writable.push(path.clone()),
             MountOp::WritableAt { src, .. } => r.writable.push(src.clone()),
             MountOp::ReadOnly { path } => r.protected.push(path.clone()),
-            MountOp::MaskDir { path } | MountOp::MaskFile { path } => {
-                r.deny_read.push(path.clone())
-            }
+            MountOp::MaskDir { path }
+            | MountOp::MaskFile { path }
+            | MountOp::MaskEmpty { path } => r.deny_read.push(path.clone()),
             MountOp::Expose { path, .. } => r.allow_read.push(path.clone()),
             _ => {}
         }

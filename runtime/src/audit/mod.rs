@@ -594,6 +594,7 @@ pub fn view_of_plan(plan: &crate::linux::plan::Plan) -> SandboxView {
                 view.masked_files = true;
                 view.masked.push(path.clone())
             }
+            MountOp::MaskEmpty { path } => view.masked.push(path.clone()),
             _ => {}
         }
     }

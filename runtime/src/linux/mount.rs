@@ -285,6 +285,9 @@ pub fn apply(plan: &Plan) -> Result<(), MountError> {
             MountOp::MaskFile { path } => {
                 bind_ro(Path::new("/dev/null"), &under(root, path))?;
             }
+            MountOp::MaskEmpty { path } => {
+                bind_ro(&root.join(EMPTY_IN_ROOT), &under(root, path))?;
+            }
             MountOp::Expose { path, dir } => {
                 let dst = under(root, path);
                 mountpoint(&dst, *dir)?;
@@ -369,6 +372,7 @@ pub fn guarded(plan: &Plan) -> Vec<Guarded> {
             let path = match op {
                 MountOp::ReadOnly { path }
                 | MountOp::MaskFile { path }
+                | MountOp::MaskEmpty { path }
                 | MountOp::MaskDir { path }
                 | MountOp::Pin { path } => path.clone(),
                 _ => return None,
@@ -394,6 +398,7 @@ fn reapply(step: &MountOp) -> Option<Result<(), MountError>> {
     Some(match step {
         MountOp::ReadOnly { path } => bind_ro(path, path),
         MountOp::MaskFile { path } => bind_ro(Path::new("/dev/null"), path),
+        MountOp::MaskEmpty { path } => bind_ro(&Path::new("/").join(EMPTY_IN_ROOT), path),
         MountOp::Pin { path } => bind(path, path),
         MountOp::MaskDir { path } => tmpfs(path, "mode=0000,size=16k").and_then(|()| {
             mount(
@@ -523,10 +528,15 @@ fn proc(root: &Path) -> Result<(), MountError> {
     Ok(())
 }
 
+/// An empty regular file in the sandbox's /dev (read-only with it): what
+/// [`MountOp::MaskEmpty`] binds.
+const EMPTY_IN_ROOT: &str = "dev/.warden-empty";
+
 /// A minimal /dev on a tmpfs: host device nodes bound in, a private devpts, a shm tmpfs.
 fn dev(root: &Path) -> Result<(), MountError> {
     let dst = root.join("dev");
     tmpfs(&dst, "mode=0755,size=64k")?;
+    mountpoint(&root.join(EMPTY_IN_ROOT), false)?;
     for node in ["null", "zero", "full", "random", "urandom", "tty"] {
         let target = dst.join(node);
         mountpoint(&target, false)?;

@@ -33,6 +33,11 @@ pub enum MountOp {
     MaskDir { path: PathBuf },
     /// A file hidden behind /dev/null (denyRead).
     MaskFile { path: PathBuf },
+    /// A placeholder file hidden behind an empty read-only regular file (a `denyRead` path
+    /// missing at the start, reserved in a writable root): the host's tools may write into
+    /// the placeholder, the sandbox sees nothing; a regular file, so `git add` and friends
+    /// treat it as an ordinary empty file.
+    MaskEmpty { path: PathBuf },
     /// A host path re-exposed read-only inside a masked directory (allowRead).
     Expose { path: PathBuf, dir: bool },
     /// A fresh /proc for the new pid namespace, with the dangerous parts read-only or masked.
@@ -118,6 +123,8 @@ pub enum PlanError {
         base: PathBuf,
         limit: usize,
     },
+    #[error("denyRead entry {entry:?} leads through a symlink in a writable directory to {real}: the sandbox could repoint it; deny {real} itself or remove the link")]
+    DenyReadThroughWritableLink { entry: String, real: PathBuf },
     #[error("the working directory {0} does not exist")]
     NoCwd(PathBuf),
     #[error("{0}")]
@@ -413,7 +420,39 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 if approved_read.iter().any(|a| real.starts_with(a)) {
                     continue;
                 }
-                match fs.kind(real) {
+                let root = writable
+                    .iter()
+                    .filter(|w| real.starts_with(w))
+                    .max_by_key(|w| w.components().count());
+                // A symlink on the way that the sandbox could repoint: the mask would guard
+                // the old target while the name the user denied leads elsewhere.
+                if real != lexical && writable.iter().any(|w| lexical.starts_with(w)) {
+                    return Err(PlanError::DenyReadThroughWritableLink {
+                        entry: rule.text.to_string(),
+                        real: real.clone(),
+                    });
+                }
+                // Inside another mask already (`.aws` and `.aws/credentials`).
+                let covered = |p: &Path| {
+                    mounts.iter().any(|m| {
+                        matches!(m, MountOp::MaskDir { path } | MountOp::MaskFile { path } | MountOp::MaskEmpty { path } if p.starts_with(path))
+                    })
+                };
+                if covered(real) {
+                    continue;
+                }
+                let kind = fs.kind(real);
+                // An existing one in a writable root may be another sandbox's placeholder:
+                // held while this one runs, like the protected entries.
+                if let (Some(r), Some(k @ (FileKind::Dir | FileKind::File))) = (root, kind) {
+                    if real != r && !placeholders.iter().any(|p| p.path == *real) {
+                        placeholders.push(Placeholder {
+                            path: real.clone(),
+                            dir: k == FileKind::Dir,
+                        });
+                    }
+                }
+                match kind {
                     Some(crate::policy::fsview::FileKind::Dir) => {
                         mounts.push(MountOp::MaskDir { path: real.clone() })
                     }
@@ -424,18 +463,15 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         // masked like the rest (the host's tools write into it; the sandbox
                         // never sees it). Elsewhere only the host can make it: pid 1 masks it
                         // as soon as it appears (`aws configure` while an agent runs).
-                        let root = writable
-                            .iter()
-                            .filter(|w| real.starts_with(w))
-                            .max_by_key(|w| w.components().count());
                         match root.and_then(|r| first_missing(fs, real, r, false)) {
+                            Some(ph) if covered(&ph.path) => {}
                             Some(ph) => {
                                 mounts.push(if ph.dir {
                                     MountOp::MaskDir {
                                         path: ph.path.clone(),
                                     }
                                 } else {
-                                    MountOp::MaskFile {
+                                    MountOp::MaskEmpty {
                                         path: ph.path.clone(),
                                     }
                                 });
@@ -481,7 +517,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
 
     for a in &approved_read {
         let masked = mounts.iter().any(
-            |m| matches!(m, MountOp::MaskDir { path } | MountOp::MaskFile { path } if a.starts_with(path) && a != path),
+            |m| matches!(m, MountOp::MaskDir { path } | MountOp::MaskFile { path } | MountOp::MaskEmpty { path } if a.starts_with(path) && a != path),
         );
         if masked {
             mounts.push(MountOp::Expose {
@@ -496,7 +532,9 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
     let masked: Vec<PathBuf> = mounts
         .iter()
         .filter_map(|m| match m {
-            MountOp::MaskDir { path } | MountOp::MaskFile { path } => Some(path.clone()),
+            MountOp::MaskDir { path }
+            | MountOp::MaskFile { path }
+            | MountOp::MaskEmpty { path } => Some(path.clone()),
             _ => None,
         })
         .collect();

@@ -689,7 +689,7 @@ fn a_missing_deny_read_path_in_a_root_gets_a_masked_placeholder_and_elsewhere_wa
     )
     .unwrap();
     let plan = plan_for(settings, &fs).unwrap();
-    assert!(plan.mounts.contains(&MountOp::MaskFile {
+    assert!(plan.mounts.contains(&MountOp::MaskEmpty {
         path: p("/w/.env.local")
     }));
     assert!(plan
@@ -703,4 +703,43 @@ fn a_missing_deny_read_path_in_a_root_gets_a_masked_placeholder_and_elsewhere_wa
     assert!(ph.contains(&(p("/w/.env.local"), false)), "{ph:?}");
     assert!(ph.contains(&(p("/w/sec"), true)), "{ph:?}");
     assert_eq!(plan.mask_later, vec![p("/home/u/.aws")]);
+}
+
+#[test]
+fn deny_read_entries_nested_symlinked_or_shared_with_another_sandbox() {
+    let mut fs = fs();
+    fs.file("/w/.env", "SECRET")
+        .dir("/shared")
+        .symlink("/w/conf", "/shared");
+    // Nested missing entries: one mask, no failing second one inside it.
+    let settings: SandboxSettings = serde_json::from_str(
+        r#"{"filesystem":{"denyRead":["/w/.aws","/w/.aws/credentials","/w/.env"]}}"#,
+    )
+    .unwrap();
+    let plan = plan_for(settings, &fs).unwrap();
+    let masks: Vec<&MountOp> = plan
+        .mounts
+        .iter()
+        .filter(|m| {
+            matches!(
+                m,
+                MountOp::MaskDir { .. } | MountOp::MaskFile { .. } | MountOp::MaskEmpty { .. }
+            )
+        })
+        .collect();
+    assert_eq!(masks.len(), 2, "{masks:?}");
+    // An existing one in a writable root is a placeholder candidate (held if it is another
+    // sandbox's placeholder).
+    assert!(plan
+        .placeholders
+        .iter()
+        .any(|x| x.path == p("/w/.env") && !x.dir));
+    // Through a symlink the sandbox could repoint: refused.
+    let settings: SandboxSettings =
+        serde_json::from_str(r#"{"filesystem":{"denyRead":["/w/conf/key"]}}"#).unwrap();
+    let err = plan_for(settings, &fs).unwrap_err();
+    assert!(
+        matches!(err, PlanError::DenyReadThroughWritableLink { .. }),
+        "{err}"
+    );
 }
