@@ -134,13 +134,20 @@ impl Forbidden {
     }
 }
 
-/// `denyRead` paths missing when the sandbox started ([`super::plan::Plan::mask_later`]): each one's
-/// nearest existing ancestor under inotify; once the path exists it is masked.
+/// `denyRead` paths missing when the sandbox started ([`super::plan::Plan::mask_later`]):
+/// each one's nearest existing ancestor under inotify; once the path exists it is masked.
 pub struct LateMasks {
     pub inotify: nix::sys::inotify::Inotify,
-    pending: Vec<std::path::PathBuf>,
+    pending: Vec<Pending>,
     /// Paths whose failed mask was reported (once each).
     warned: std::collections::BTreeSet<std::path::PathBuf>,
+}
+
+/// A path waiting for its mask, and the watch that wakes pid 1 for it (`None`: the kernel
+/// refused one, or the path is there but cannot be masked yet — looked at every 100 ms).
+struct Pending {
+    target: std::path::PathBuf,
+    wd: Option<nix::sys::inotify::WatchDescriptor>,
 }
 
 impl LateMasks {
@@ -152,70 +159,83 @@ impl LateMasks {
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
         let mut late = LateMasks {
             inotify,
-            pending: paths.to_vec(),
+            pending: paths
+                .iter()
+                .map(|t| Pending {
+                    target: t.clone(),
+                    wd: None,
+                })
+                .collect(),
             warned: std::collections::BTreeSet::new(),
         };
-        // Nothing to mask yet, unless something appeared since planning.
-        late.check(&mut Vec::new());
+        // Arm every watch; nothing to mask yet, unless something appeared since planning.
+        late.check(&mut Vec::new(), |_| true);
         Some(late)
     }
 
-    /// Masks every pending path that exists now as a file or directory; watches the nearest
-    /// existing ancestor of the others (again after each step down, so a `mkdir -p` followed
-    /// at once by the file is not missed: the look comes after the watch). A path stays
-    /// pending until its mask is in place — a symlink there, a watch the kernel refuses or a
-    /// mount that fails leave it pending, looked at again on every event and every 100 ms
-    /// ([`LateMasks::waiting`]).
-    pub fn check(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
+    /// Masks the pending paths `which` selects that exist now as a file or directory; for the
+    /// others, watches the nearest existing ancestor (again after each step down, so a
+    /// `mkdir -p` followed at once by the file is not missed: the look comes after the watch).
+    /// A path stays pending until its mask is in place.
+    fn check(&mut self, guarded: &mut Vec<super::mount::Guarded>, which: impl Fn(&Pending) -> bool) {
         use nix::sys::inotify::AddWatchFlags;
         let mut still = Vec::new();
-        for target in std::mem::take(&mut self.pending) {
+        for mut p in std::mem::take(&mut self.pending) {
+            if !which(&p) {
+                still.push(p);
+                continue;
+            }
             loop {
-                if std::fs::symlink_metadata(&target).is_ok() {
-                    match super::mount::mask_late(&target) {
+                if std::fs::symlink_metadata(&p.target).is_ok() {
+                    match super::mount::mask_late(&p.target) {
                         Some(Ok(g)) => {
                             eprintln!(
                                 "warden: {} appeared while the sandbox runs (denyRead): masked",
-                                target.display()
+                                p.target.display()
                             );
                             guarded.push(g);
                         }
                         Some(Err(e)) => {
-                            if self.warned.insert(target.clone()) {
+                            if self.warned.insert(p.target.clone()) {
                                 eprintln!(
                                     "warden: warning: {} appeared while the sandbox runs \
                                      (denyRead) and could not be masked yet: {e}",
-                                    target.display()
+                                    p.target.display()
                                 );
                             }
-                            still.push(target);
+                            p.wd = None;
+                            still.push(p);
                         }
                         // A symlink: what it points to is judged on its own; the name
-                        // stays watched.
-                        None => still.push(target),
+                        // stays pending.
+                        None => {
+                            p.wd = None;
+                            still.push(p);
+                        }
                     }
                     break;
                 }
-                let Some(dir) = target
-                    .ancestors()
-                    .skip(1)
-                    .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))
-                else {
-                    still.push(target);
+                let deepest = |t: &std::path::Path| {
+                    t.ancestors()
+                        .skip(1)
+                        .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))
+                        .map(std::path::Path::to_path_buf)
+                };
+                let Some(dir) = deepest(&p.target) else {
+                    p.wd = None;
+                    still.push(p);
                     break;
                 };
-                let watched = self
+                p.wd = self
                     .inotify
-                    .add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
-                    .is_ok();
+                    .add_watch(&dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+                    .ok();
                 // Look once more (it may have appeared before the watch).
-                let deepest = target
-                    .ancestors()
-                    .skip(1)
-                    .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()));
-                if !watched || (deepest == Some(dir) && std::fs::symlink_metadata(&target).is_err())
+                if p.wd.is_none()
+                    || (deepest(&p.target) == Some(dir)
+                        && std::fs::symlink_metadata(&p.target).is_err())
                 {
-                    still.push(target);
+                    still.push(p);
                     break;
                 }
             }
@@ -223,19 +243,28 @@ impl LateMasks {
         self.pending = still;
     }
 
-    /// Whether some path still waits for its mask (pid 1 then looks every 100 ms as well:
-    /// an event can be lost when the kernel refuses a watch).
+    /// Whether some path waits without a watch to wake pid 1 (then it looks every 100 ms).
     pub fn waiting(&self) -> bool {
-        !self.pending.is_empty()
+        self.pending.iter().any(|p| p.wd.is_none())
     }
 
+    /// After an event, a queue overflow or a timeout: the paths whose watch fired, or all of
+    /// them after an overflow, and those without a watch.
     pub fn handle(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
-        // Whatever the events say (an overflow included), look at every pending path.
+        use nix::sys::inotify::AddWatchFlags;
+        let mut fired = Vec::new();
+        let mut overflow = false;
         while let Ok(events) = self.inotify.read_events() {
             if events.is_empty() {
                 break;
             }
+            for e in events {
+                overflow |= e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW);
+                fired.push(e.wd);
+            }
         }
-        self.check(guarded);
+        self.check(guarded, |p| {
+            overflow || p.wd.is_none_or(|wd| fired.contains(&wd))
+        });
     }
 }
