@@ -177,7 +177,11 @@ impl LateMasks {
     /// others, watches the nearest existing ancestor (again after each step down, so a
     /// `mkdir -p` followed at once by the file is not missed: the look comes after the watch).
     /// A path stays pending until its mask is in place.
-    fn check(&mut self, guarded: &mut Vec<super::mount::Guarded>, which: impl Fn(&Pending) -> bool) {
+    fn check(
+        &mut self,
+        guarded: &mut Vec<super::mount::Guarded>,
+        which: impl Fn(&Pending) -> bool,
+    ) {
         use nix::sys::inotify::AddWatchFlags;
         let mut still = Vec::new();
         for mut p in std::mem::take(&mut self.pending) {
