@@ -45,7 +45,18 @@ pub fn vm_test() -> Result<()> {
     let kernel = timed("kernel", || kernel(&dir))?;
     let outb = timed("isa-debug-exit helper", || outb(&dir))?;
     let initrd = timed("initramfs", || initramfs(&dir, &warden, &outb))?;
-    let (status, serial) = timed("qemu (TCG)", || qemu(&kernel, &initrd, &dir))?;
+    let (mut status, mut serial) = timed("qemu (TCG)", || qemu(&kernel, &initrd, &dir))?;
+    // A guest kernel that panics before userspace starts (no "WARDEN-VM" line at all: the
+    // test never ran) is the emulator's, not the test's — seen once in ~10 boots, an int3
+    // in sched_clock_cpu during boot under TCG. One more boot, said out loud; a panic after
+    // the test started fails as it is.
+    if !serial.contains("WARDEN-VM") && serial.contains("Kernel panic") {
+        println!(
+            "vm-test: the guest kernel panicked while booting, before the test started \
+             (TCG); booting once more"
+        );
+        (status, serial) = timed("qemu (TCG), second boot", || qemu(&kernel, &initrd, &dir))?;
+    }
     let passed = status == Some(PASS_STATUS)
         && serial.lines().any(|l| l.trim() == PASS_MARKER)
         && !serial.contains(FAIL_MARKER);
