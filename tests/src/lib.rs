@@ -267,8 +267,9 @@ pub fn root_or_skip(test: &str, why: &str) -> bool {
 /// Runs `warden ARGS` on a pseudo-terminal (python's `pty.fork`), playing the human: `cmd`
 /// is the `python3` [`Command`] to run the driver with (its working directory and environment
 /// are warden's). Each `(wait_for, keys)` step waits until the terminal has shown `wait_for`
-/// (counted from the end of the previous match) and then types `keys` (`RESIZE ROWS COLS`
-/// resizes the terminal instead, `SLEEP SECONDS` waits). Returns everything the terminal
+/// (counted from the end of the previous match) and then types `keys` after a person's
+/// reaction time of 0.3 s (`RAW BYTES` types at once, as a terminal answering a query does;
+/// `RESIZE ROWS COLS` resizes the terminal instead, `SLEEP SECONDS` waits). Returns everything the terminal
 /// showed (ending with `EXIT n`) and warden's exit code.
 pub fn under_pty(mut cmd: Command, args: &[&str], steps: &[(&str, &str)]) -> (String, i32) {
     let driver = r#"
@@ -286,13 +287,19 @@ while time.time() < deadline:
         if at >= 0:
             seen = at + len(want)
             keys = steps.pop(0)[1]
-            if keys.startswith("SLEEP "):
+            if keys.startswith("RAW "):
+                # The terminal itself answering a query: at once.
+                os.write(fd, keys[4:].encode())
+            elif keys.startswith("SLEEP "):
                 time.sleep(float(keys.split()[1]))
             elif keys.startswith("RESIZE "):
                 import fcntl, struct, termios
                 rows, cols = map(int, keys.split()[1:])
                 fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
             else:
+                # A person reads what appeared before pressing a key (warden's prompts ignore
+                # input in their first 250 ms: a terminal's reply to a query is not an answer).
+                time.sleep(0.3)
                 os.write(fd, keys.encode())
             continue
     r, _, _ = select.select([fd], [], [], 0.1)

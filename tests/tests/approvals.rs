@@ -475,3 +475,48 @@ fn the_approvals_mode_setting_picks_the_channel_and_a_bad_one_is_refused() {
     assert_eq!(out.code, 125, "{out:?}");
     assert!(out.stderr.contains("warden.approvals.mode"), "{out:?}");
 }
+
+#[test]
+fn terminal_replies_to_the_commands_queries_do_not_answer_the_prompt() {
+    if !warden_tests::ready_unless(
+        "terminal_replies_to_the_commands_queries_do_not_answer_the_prompt",
+        (!warden_tests::have("python3") || !warden_tests::have("curl"))
+            .then(|| "python3 and curl are needed".to_string()),
+    ) {
+        return;
+    }
+    let env = TestEnv::new();
+    let user = env.home().join(".config/warden/settings.json");
+    let settings = env.write_settings(
+        "s.json",
+        r#"{ "warden": { "approvals": { "timeoutSeconds": 3 } } }"#,
+    );
+    // The command asks for a host nobody allowed, then makes the terminal "type" replies
+    // that hold answer letters (xterm's DECRQM reply has `y`, tmux's XTVERSION reply `a`).
+    let script = "curl -s -m 20 -o /dev/null -w 'status=%{http_code}\\n' -x http://127.0.0.1:3128 \
+                  http://evil-unlisted.test/ & sleep 0.6; printf '\\033[?2004$p'; sleep 0.6; \
+                  printf '\\033[>q'; wait";
+    let mut cmd = std::process::Command::new("python3");
+    cmd.current_dir(env.project())
+        .env("HOME", env.home())
+        .env("XDG_CONFIG_HOME", env.home().join(".config"))
+        .env(
+            "WARDEN_MANAGED_SETTINGS",
+            env.root().join("managed-settings.json"),
+        )
+        .env("WARDEN_SESSION_DIR", env.root().join("sessions"));
+    let (screen, _code) = warden_tests::under_pty(
+        cmd,
+        &["run", "--settings", s(&settings), "--", "sh", "-c", script],
+        &[
+            ("\u{1b}[?2004$p", "RAW \u{1b}[?2004;2$y"),
+            ("\u{1b}[>q", "RAW \u{1b}P>|tmux 3.3a\u{1b}\\"),
+        ],
+    );
+    assert!(screen.contains("(denied in"), "no prompt: {screen}");
+    assert!(!screen.contains("allowed once"), "{screen}");
+    assert!(!screen.contains("allowed always"), "{screen}");
+    assert!(screen.contains("status=403"), "{screen}");
+    let text = std::fs::read_to_string(&user).unwrap_or_default();
+    assert!(!text.contains("evil-unlisted.test"), "{text}");
+}

@@ -11,6 +11,12 @@
 //!
 //! One key answers (o, a or d, any case; Enter alone denies), whether the terminal is in
 //! line or raw mode. Prompts are serialised: one question on the terminal at a time.
+//!
+//! The command can still *write* to the terminal it shares, and a terminal answers some
+//! queries by typing a reply into the input (`ESC[>q` → `ESC P>|tmux 3.3a ESC\`): that must
+//! not answer for the human. Input waiting when the question is shown is flushed, and an
+//! answer counts only as a read of exactly one key outside any escape sequence, after a
+//! 250 ms grace ([`crate::term::keys`]).
 
 use super::{Answer, Approver, PermissionRequest, RequestKind};
 use std::fs::File;
@@ -188,6 +194,9 @@ fn prompt(tty: &mut File, request: &PermissionRequest) -> Answer {
         return Answer::Deny;
     }
     let _ = tty.flush();
+    // Whatever is waiting was typed (or replied by the terminal to the command's queries)
+    // before the question: none of it answers.
+    let _ = nix::sys::termios::tcflush(tty.as_fd(), nix::sys::termios::FlushArg::TCIFLUSH);
     // One key answers: the terminal leaves line mode (and echo) for the prompt, and gets its
     // own settings back afterwards, whatever the command had set.
     let saved = nix::sys::termios::tcgetattr(tty.as_fd()).ok();
@@ -212,6 +221,8 @@ fn prompt(tty: &mut File, request: &PermissionRequest) -> Answer {
 
 fn read_answer(tty: &mut File, timeout_seconds: u64) -> Answer {
     let deadline = Instant::now() + Duration::from_secs(timeout_seconds);
+    // A key a person pressed, not a reply the terminal typed for the command's query.
+    let mut filter = crate::term::keys::KeyFilter::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -228,10 +239,10 @@ fn read_answer(tty: &mut File, timeout_seconds: u64) -> Answer {
             Err(nix::Error::EINTR) => continue,
             Err(_) => break Answer::Deny,
         }
-        let mut byte = [0u8; 1];
-        match tty.read(&mut byte) {
-            Ok(1) => {
-                if let Some(a) = key_answer(byte[0]) {
+        let mut chunk = [0u8; 256];
+        match tty.read(&mut chunk) {
+            Ok(n) if n > 0 => {
+                if let Some(a) = filter.key(&chunk[..n]).and_then(key_answer) {
                     break a;
                 }
             }

@@ -7,6 +7,8 @@
 //! the command's own pty's business, as with ssh or tmux) and gets its settings back when the
 //! relay finishes or is dropped.
 
+pub mod keys;
+
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -23,6 +25,8 @@ struct State {
     asking: bool,
     held: Vec<u8>,
     keys: VecDeque<u8>,
+    /// Tells the human's keys from the terminal's replies for the question on screen.
+    filter: keys::KeyFilter,
     /// The command's side of the terminal closed (it ended).
     closed: bool,
 }
@@ -63,6 +67,7 @@ impl Console {
         let mut st = self.shared.lock();
         st.asking = true;
         st.keys.clear();
+        st.filter = keys::KeyFilter::new();
         write_all(self.shared.out, question.as_bytes());
         let deadline = Instant::now() + timeout;
         let answer = loop {
@@ -281,7 +286,9 @@ fn pump_input(shared: &Shared, input: RawFd, master: RawFd, stop: OwnedFd) {
         };
         let mut st = shared.lock();
         if st.asking {
-            st.keys.extend(&buf[..n]);
+            if let Some(key) = st.filter.key(&buf[..n]) {
+                st.keys.push_back(key);
+            }
             shared.changed.notify_all();
         } else {
             drop(st);

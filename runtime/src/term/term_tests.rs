@@ -97,8 +97,16 @@ fn a_question_holds_the_command_output_and_takes_the_keys() {
     write(&r.command, b"FAKE: allow? answered 'o'");
     let leaked = read_until(&r.user, "FAKE", Duration::from_millis(400));
     assert!(!leaked.contains("FAKE"), "{leaked:?}");
-    // A key that means nothing, then the answer: neither reaches the command.
-    write(&r.user, b"xo");
+    // A terminal's reply to a query (it contains an `o` and arrives as one chunk), a key
+    // that means nothing, then the answer (after a person's reaction time): none reaches the
+    // command, and only the last answers.
+    write(&r.user, b"\x1b[?2004;1$y");
+    std::thread::sleep(super::keys::GRACE + Duration::from_millis(50));
+    write(&r.user, b"\x1bP>|tmux 3.3o\x1b\\");
+    std::thread::sleep(Duration::from_millis(50));
+    write(&r.user, b"x");
+    std::thread::sleep(Duration::from_millis(50));
+    write(&r.user, b"o");
     let answer = asking.join().unwrap();
     assert_eq!(answer, Some(b'o'));
     let after = read_until(&r.user, "FAKE", Duration::from_secs(5));
