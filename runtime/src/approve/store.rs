@@ -109,13 +109,46 @@ impl SessionStore {
         &self.file
     }
 
-    /// The session's approvals (none yet: empty).
+    /// The session's approvals (none yet: empty). The file must be this user's own regular
+    /// file with one link, opened without following a symlink: a sandbox that once could
+    /// write the store's directory could otherwise have left a link to a file it can still
+    /// write (in its working directory) and grant itself approvals later.
     pub fn load(&self) -> Result<Snapshot, StoreError> {
-        let bytes = match std::fs::read(&self.file) {
-            Ok(b) => b,
+        use std::io::Read;
+        let mut file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&self.file)
+        {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Snapshot::default()),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(StoreError::Unsafe {
+                    path: self.file.clone(),
+                    why: "a symlink".to_string(),
+                })
+            }
             Err(e) => return Err(io(&self.file)(e)),
         };
+        let meta = file.metadata().map_err(io(&self.file))?;
+        let unsafe_because = |why: &str| StoreError::Unsafe {
+            path: self.file.clone(),
+            why: why.to_string(),
+        };
+        if !meta.is_file() {
+            return Err(unsafe_because("not a regular file"));
+        }
+        if meta.nlink() != 1 {
+            return Err(unsafe_because("it has other hard links"));
+        }
+        if meta.uid() != nix::unistd::geteuid().as_raw() {
+            return Err(unsafe_because("owned by another user"));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(unsafe_because("writable by group or others"));
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io(&self.file))?;
         serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt {
             path: self.file.clone(),
             source,

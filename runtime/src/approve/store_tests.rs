@@ -79,3 +79,32 @@ fn bad_ids_a_shared_directory_and_a_foreign_file_are_refused() {
     assert!(matches!(s.load(), Err(StoreError::Corrupt { .. })));
     assert!(SessionStore::open_in(Path::new("relative"), "s").is_err());
 }
+
+#[test]
+fn a_session_file_that_is_a_link_is_refused() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("sessions");
+    let s = SessionStore::open_in(&dir, "agent-7").unwrap();
+    // A file a sandbox can write, linked into the store by an earlier run.
+    let planted = base.path().join("project-approvals.json");
+    std::fs::write(
+        &planted,
+        r#"{"paths":[["write","/elsewhere"]],"domains":["evil.test"],"commands":[]}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&planted, s.file()).unwrap();
+    let err = s.load().unwrap_err();
+    assert!(err.to_string().contains("symlink"), "{err}");
+    assert!(s.update(|_| {}).is_err(), "an update must not go through it either");
+    std::fs::remove_file(s.file()).unwrap();
+    std::fs::hard_link(&planted, s.file()).unwrap();
+    let err = s.load().unwrap_err();
+    assert!(err.to_string().contains("hard links"), "{err}");
+    // The store's own file is fine.
+    std::fs::remove_file(s.file()).unwrap();
+    s.update(|snap| {
+        snap.domains.insert("example.com".into());
+    })
+    .unwrap();
+    assert!(s.load().unwrap().domains.contains("example.com"));
+}

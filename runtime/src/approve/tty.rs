@@ -190,7 +190,8 @@ pub(crate) fn key_answer(byte: u8) -> Option<Answer> {
 }
 
 fn prompt(tty: &mut File, request: &PermissionRequest) -> Answer {
-    if tty.write_all(render(request).as_bytes()).is_err() {
+    let question = format!("{}{}", crate::term::keys::RESET, render(request));
+    if tty.write_all(question.as_bytes()).is_err() {
         return Answer::Deny;
     }
     let _ = tty.flush();

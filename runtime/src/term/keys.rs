@@ -10,6 +10,12 @@
 
 use std::time::{Duration, Instant};
 
+/// Written before a question: whatever the command left the terminal in, the question shows
+/// as plain text. CAN then ST end an escape sequence or string in progress (an unterminated
+/// OSC title would swallow the question), then attributes off (hidden or same-colour text),
+/// the ASCII character set, the cursor shown.
+pub const RESET: &str = "\x18\x1b\\\x1b[0m\x1b(B\x0f\x1b[?25h";
+
 /// Input in the first moments after the question is shown is never an answer.
 pub const GRACE: Duration = Duration::from_millis(250);
 

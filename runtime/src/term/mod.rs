@@ -68,6 +68,9 @@ impl Console {
         st.asking = true;
         st.keys.clear();
         st.filter = keys::KeyFilter::new();
+        // Whatever the command's output left the terminal in (an unterminated title string,
+        // hidden text), the question shows.
+        write_all(self.shared.out, keys::RESET.as_bytes());
         write_all(self.shared.out, question.as_bytes());
         let deadline = Instant::now() + timeout;
         let answer = loop {

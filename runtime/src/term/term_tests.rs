@@ -92,6 +92,12 @@ fn a_question_holds_the_command_output_and_takes_the_keys() {
     });
     let shown = read_until(&r.user, "allow? [o/d] ", Duration::from_secs(5));
     assert!(shown.contains("allow? [o/d] "), "{shown:?}");
+    // The terminal is reset first: an unterminated title string or hidden text the command
+    // left behind cannot swallow the question.
+    assert!(
+        shown.contains(&format!("{}\r\nallow? [o/d] ", super::keys::RESET)),
+        "{shown:?}"
+    );
     // The command writes while the question is on screen: nothing of it shows yet, so it
     // cannot draw over the question or fake one.
     write(&r.command, b"FAKE: allow? answered 'o'");
