@@ -95,7 +95,10 @@ fn a_session_file_that_is_a_link_is_refused() {
     std::os::unix::fs::symlink(&planted, s.file()).unwrap();
     let err = s.load().unwrap_err();
     assert!(err.to_string().contains("symlink"), "{err}");
-    assert!(s.update(|_| {}).is_err(), "an update must not go through it either");
+    assert!(
+        s.update(|_| {}).is_err(),
+        "an update must not go through it either"
+    );
     std::fs::remove_file(s.file()).unwrap();
     std::fs::hard_link(&planted, s.file()).unwrap();
     let err = s.load().unwrap_err();
