@@ -51,6 +51,49 @@ fn assert_refused(out: &Output, labels: &[&str]) {
     }
 }
 
+/// `warden run ARGS -- SHELL -c SCRIPT` in `cwd`, started in the background with its output
+/// captured (for tests where the host acts while the sandbox runs).
+fn start(
+    env: &TestEnv,
+    cwd: &Path,
+    args: &[&str],
+    shell: &str,
+    script: &str,
+) -> std::process::Child {
+    env.command()
+        .current_dir(cwd)
+        .arg("run")
+        .args(args)
+        .args(["--", shell, "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (up to 30 s) for `path`: the sandboxed script's sign that it got going.
+fn wait_for(path: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} did not appear",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Stdout and stderr of a [`start`]ed run, once it ended.
+fn finish(child: std::process::Child) -> (String, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn renaming_an_ancestor_of_a_protection_aside_is_refused() {
     let env = TestEnv::new();
@@ -310,35 +353,21 @@ fn a_protection_the_host_replaces_during_the_run_is_put_back() {
         + creds.to_str().unwrap()
         + " 2>&1; echo finished";
     let secret = project.join("secret.txt");
-    let child = env
-        .command()
-        .current_dir(&project)
-        .args([
-            "run",
+    let child = start(
+        &env,
+        &project,
+        &[
             "--deny-read",
             secret.to_str().unwrap(),
             "--deny-read",
             creds.to_str().unwrap(),
             "--deny-read",
             secdir.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !project.join("started").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the sandbox did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        ],
+        "sh",
+        &script,
+    );
+    wait_for(&project.join("started"));
     // What `git config`, editors and credential helpers do: write aside, rename over.
     let replace = |path: &Path, text: &str| {
         let tmp = path.with_extension("tmp-host");
@@ -357,9 +386,7 @@ fn a_protection_the_host_replaces_during_the_run_is_put_back() {
     write(&secdir.join("y"), "DIR-SECRET-2\n");
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(project.join("go"), "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (stdout, stderr) = finish(child);
     assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
     assert!(stdout.contains("git-config refused"), "{stdout}\n{stderr}");
     assert!(!stdout.contains("SECRET"), "{stdout}");
@@ -568,41 +595,25 @@ fn a_deny_read_path_the_host_creates_during_the_run_is_masked() {
         creds = aws.join("credentials").display(),
         aws = aws.display()
     );
-    let child = env
-        .command()
-        .current_dir(&project)
-        .args([
-            "run",
+    let child = start(
+        &env,
+        &project,
+        &[
             "--deny-read",
             aws.to_str().unwrap(),
             "--deny-read",
             env_file.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !project.join("started").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the sandbox did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        ],
+        "sh",
+        &script,
+    );
+    wait_for(&project.join("started"));
     // `aws configure`, a .env written by a tool: created while the sandbox runs.
     write(&aws.join("credentials"), "AWS-SECRET\n");
     write(&env_file, "ENV-SECRET\n");
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(project.join("go"), "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (stdout, stderr) = finish(child);
     assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
     assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
     assert!(stderr.contains("masked"), "{stderr}");
@@ -623,41 +634,25 @@ fn a_missing_deny_read_path_in_the_project_cannot_be_prepared_by_the_command() {
             ("hold", "exec 3>.env"),
         ])
         + "while [ ! -e go ]; do sleep 0.05; done; cat .env sec/token 2>&1; echo finished";
-    let child = env
-        .command()
-        .current_dir(&project)
-        .args([
-            "run",
+    let child = start(
+        &env,
+        &project,
+        &[
             "--deny-read",
             env_file.to_str().unwrap(),
             "--deny-read",
             token.to_str().unwrap(),
-            "--",
-            "bash",
-            "-c",
-            &script,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !project.join("started").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the sandbox did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        ],
+        "bash",
+        &script,
+    );
+    wait_for(&project.join("started"));
     std::thread::sleep(std::time::Duration::from_millis(300));
     std::fs::write(&env_file, "API_KEY=HOST-SECRET-1\n").unwrap();
     write(&token, "HOST-SECRET-2\n");
     std::thread::sleep(std::time::Duration::from_millis(300));
     std::fs::write(project.join("go"), "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (stdout, stderr) = finish(child);
     assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
     for label in ["symlink", "mkdir-sec", "hold"] {
         assert!(
@@ -679,41 +674,15 @@ fn a_deny_read_placeholder_outlives_the_first_of_two_sandboxes() {
     let env = TestEnv::new();
     let project = env.project();
     let env_file = project.join(".env");
-    let spawn = |script: &str| {
-        env.command()
-            .current_dir(&project)
-            .args([
-                "run",
-                "--deny-read",
-                env_file.to_str().unwrap(),
-                "--",
-                "bash",
-                "-c",
-                script,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let wait_for = |name: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !project.join(name).exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{name} did not appear"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
+    let deny = ["--deny-read", env_file.to_str().unwrap()];
+    let spawn = |script: &str| start(&env, &project, &deny, "bash", script);
     let a = spawn("touch a_started; while [ ! -e goA ]; do sleep 0.05; done");
-    wait_for("a_started");
+    wait_for(&project.join("a_started"));
     let b = spawn(
         "touch b_started; while [ ! -e goB ]; do sleep 0.05; done; \
          if exec 3>.env; then echo held; fi; cat .env; echo finished",
     );
-    wait_for("b_started");
+    wait_for(&project.join("b_started"));
     std::fs::write(project.join("goA"), "").unwrap();
     let out_a = a.wait_with_output().unwrap();
     assert_eq!(out_a.status.code(), Some(0), "{out_a:?}");

@@ -312,18 +312,7 @@ pub fn apply(plan: &Plan) -> Result<(), MountError> {
         let mode = if exposes { 0o111 } else { 0o000 };
         std::fs::set_permissions(&m, std::os::unix::fs::PermissionsExt::from_mode(mode))
             .map_err(io("chmod", &m))?;
-        mount(
-            None::<&str>,
-            &m,
-            None::<&str>,
-            MsFlags::MS_REMOUNT
-                | MsFlags::MS_BIND
-                | MsFlags::MS_RDONLY
-                | MsFlags::MS_NOSUID
-                | MsFlags::MS_NODEV,
-            None::<&str>,
-        )
-        .map_err(op("remount-ro", &m))?;
+        remount_mask_ro(&m)?;
     }
     pivot(root)?;
     std::env::set_current_dir(&plan.cwd).map_err(io("chdir", &plan.cwd))
@@ -400,20 +389,9 @@ fn reapply(step: &MountOp) -> Option<Result<(), MountError>> {
         MountOp::MaskFile { path } => bind_ro(Path::new("/dev/null"), path),
         MountOp::MaskEmpty { path } => bind_ro(&Path::new("/").join(EMPTY_IN_ROOT), path),
         MountOp::Pin { path } => bind(path, path),
-        MountOp::MaskDir { path } => tmpfs(path, "mode=0000,size=16k").and_then(|()| {
-            mount(
-                None::<&str>,
-                path.as_path(),
-                None::<&str>,
-                MsFlags::MS_REMOUNT
-                    | MsFlags::MS_BIND
-                    | MsFlags::MS_RDONLY
-                    | MsFlags::MS_NOSUID
-                    | MsFlags::MS_NODEV,
-                None::<&str>,
-            )
-            .map_err(op("remount-ro", path))
-        }),
+        MountOp::MaskDir { path } => {
+            tmpfs(path, "mode=0000,size=16k").and_then(|()| remount_mask_ro(path))
+        }
         _ => return None,
     })
 }
@@ -492,6 +470,22 @@ pub fn mask_late(path: &Path) -> Option<Result<Guarded, MountError>> {
 /// Whether some protection could not be put back yet (pid 1 tries again periodically).
 pub fn any_failed(list: &[Guarded]) -> bool {
     list.iter().any(|g| g.failed)
+}
+
+/// A mask's tmpfs made read-only (with nosuid and nodev), once what lies inside it exists.
+fn remount_mask_ro(path: &Path) -> Result<(), MountError> {
+    mount(
+        None::<&str>,
+        path,
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(op("remount-ro", path))
 }
 
 /// Fresh /proc for the new pid namespace; kernel knobs read-only, leaks masked.

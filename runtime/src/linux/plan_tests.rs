@@ -27,27 +27,9 @@ fn fs() -> MemFs {
 }
 
 fn plan_for(settings: SandboxSettings, fs: &MemFs) -> Result<Plan, PlanError> {
-    let ctx = Context {
-        cwd: "/w".into(),
-        home: "/home/u".into(),
-        tmpdir: Some("/run/warden-1/tmp".into()),
-        approver_attached: false,
-        protected: Vec::new(),
-    };
-    let policy = Policy::build(&[layer(Layer::User, 0, "u.json", settings)], ctx, fs).unwrap();
-    build(
-        PlanInput {
-            policy: &policy,
-            argv: vec![b"true".to_vec()],
-            env: vec![],
-            dirs: RunDirs {
-                root: "/run/warden-1/root".into(),
-                tmpdir: "/run/warden-1/tmp".into(),
-            },
-            network: None,
-        },
-        fs,
-    )
+    let mut c = ctx("/w", "/home/u");
+    c.tmpdir = Some("/run/warden-1/tmp".into());
+    try_plan_with(c, settings, fs)
 }
 
 fn p(s: &str) -> PathBuf {
@@ -371,7 +353,7 @@ fn a_writable_home_gets_rc_file_placeholders() {
     assert!(ph.contains(&Path::new("/home/u/.ssh")), "{ph:?}");
 }
 
-fn plan_with(ctx: Context, settings: SandboxSettings, fs: &MemFs) -> Plan {
+fn try_plan_with(ctx: Context, settings: SandboxSettings, fs: &MemFs) -> Result<Plan, PlanError> {
     let policy = Policy::build(&[layer(Layer::User, 0, "u.json", settings)], ctx, fs).unwrap();
     build(
         PlanInput {
@@ -386,7 +368,10 @@ fn plan_with(ctx: Context, settings: SandboxSettings, fs: &MemFs) -> Plan {
         },
         fs,
     )
-    .unwrap()
+}
+
+fn plan_with(ctx: Context, settings: SandboxSettings, fs: &MemFs) -> Plan {
+    try_plan_with(ctx, settings, fs).unwrap()
 }
 
 fn pins_of(plan: &Plan) -> Vec<PathBuf> {
