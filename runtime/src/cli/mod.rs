@@ -174,7 +174,8 @@ fn protected_config(
     use crate::policy::mandatory::ConfigPath;
     let mut out = Vec::new();
     let mut push = |path: PathBuf, dir: bool, what: &'static str| {
-        let real = resolve_existing_prefix(&path);
+        let real = crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), &path)
+            .unwrap_or_else(|_| path.clone());
         if real != path {
             out.push(ConfigPath {
                 path: real,
@@ -214,28 +215,6 @@ fn protected_config(
         push(f, false, "warden settings file (--settings)");
     }
     out
-}
-
-/// `path` with its longest existing prefix resolved (symlinks followed), the rest appended.
-fn resolve_existing_prefix(path: &std::path::Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut cur = path.to_path_buf();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&cur) {
-            let mut out = real;
-            for name in rest.iter().rev() {
-                out.push(name);
-            }
-            return out;
-        }
-        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                cur = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
 
 /// The error and its causes, skipping a cause whose text the message already contains (error

@@ -396,6 +396,19 @@ fn reapply(step: &MountOp) -> Option<Result<(), MountError>> {
     })
 }
 
+/// [`reapply`], tried again every [`RESTORE_PAUSE`] while it fails, [`RESTORE_ATTEMPTS`] times.
+fn reapply_retrying(step: &MountOp) -> Option<Result<(), MountError>> {
+    let mut result = reapply(step)?;
+    for _ in 1..RESTORE_ATTEMPTS {
+        if result.is_ok() {
+            break;
+        }
+        std::thread::sleep(RESTORE_PAUSE);
+        result = reapply(step)?;
+    }
+    Some(result)
+}
+
 /// Puts back every protection whose mount is gone (its path now shows another mount),
 /// retrying each for a few milliseconds. Returns each path with the outcome: `Ok` restored,
 /// `Err` why not (reported once; [`any_failed`] says to try again later — the entry may be
@@ -407,16 +420,9 @@ pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Result<(), MountError>)> {
         if mount_id(&g.path) == Some(g.mnt_id) {
             continue;
         }
-        let Some(mut result) = reapply(&g.op) else {
+        let Some(result) = reapply_retrying(&g.op) else {
             continue;
         };
-        for _ in 1..RESTORE_ATTEMPTS {
-            if result.is_ok() {
-                break;
-            }
-            std::thread::sleep(RESTORE_PAUSE);
-            result = reapply(&g.op).unwrap_or(Ok(()));
-        }
         match result {
             Ok(()) => {
                 if let Some(id) = mount_id(&g.path) {
@@ -451,14 +457,7 @@ pub fn mask_late(path: &Path) -> Option<Result<Guarded, MountError>> {
             path: path.to_path_buf(),
         }
     };
-    let mut result = reapply(&step)?;
-    for _ in 1..RESTORE_ATTEMPTS {
-        if result.is_ok() {
-            break;
-        }
-        std::thread::sleep(RESTORE_PAUSE);
-        result = reapply(&step).unwrap_or(Ok(()));
-    }
+    let result = reapply_retrying(&step)?;
     Some(result.map(|()| Guarded {
         mnt_id: mount_id(path).unwrap_or(0),
         path: path.to_path_buf(),

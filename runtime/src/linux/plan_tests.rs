@@ -323,28 +323,7 @@ fn missing_protected_entries_get_placeholders() {
 fn a_writable_home_gets_rc_file_placeholders() {
     let mut fs = fs();
     fs.file("/home/u/.profile", "");
-    let ctx = Context {
-        cwd: "/home/u".into(),
-        home: "/home/u".into(),
-        tmpdir: None,
-        approver_attached: false,
-        protected: Vec::new(),
-    };
-    let policy = Policy::build(&[], ctx, &fs).unwrap();
-    let plan = build(
-        PlanInput {
-            policy: &policy,
-            argv: vec![b"true".to_vec()],
-            env: vec![],
-            dirs: RunDirs {
-                root: "/run/warden-1/root".into(),
-                tmpdir: "/run/warden-1/tmp".into(),
-            },
-            network: None,
-        },
-        &fs,
-    )
-    .unwrap();
+    let plan = plan_with(ctx("/home/u", "/home/u"), SandboxSettings::default(), &fs);
     let ph: Vec<&Path> = plan.placeholders.iter().map(|p| p.path.as_path()).collect();
     assert!(ph.contains(&Path::new("/home/u/.bashrc")), "{ph:?}");
     assert!(ph.contains(&Path::new("/home/u/.zshrc")), "{ph:?}");

@@ -885,17 +885,6 @@ fn push_decimal(out: &mut String, n: u16) {
 }
 
 impl DomainRules {
-    /// The IP literals and CIDR ranges of `allowedDomains`, port-scoped entries included (the
-    /// port is the policy's business): the addresses the settings allow explicitly, which the
-    /// DNS-rebinding guard (`net::guard`) lets through even when they are loopback, private or
-    /// otherwise refused by default.
-    pub fn allowed_networks(&self) -> Vec<IpNet> {
-        self.allowed
-            .iter()
-            .filter_map(|rule| rule.pattern.ip_network())
-            .collect()
-    }
-
     /// The ports `allowedDomains` entries are scoped to (`host:443`), for decisions that must
     /// ask "allowed on some port?" (the stub DNS server).
     pub fn allowed_ports(&self) -> std::collections::BTreeSet<u16> {
