@@ -10,6 +10,8 @@ pub mod approve;
 pub mod audit;
 pub mod backend;
 pub mod cli;
+#[cfg(unix)]
+pub mod files;
 pub mod hooks;
 #[cfg(target_os = "linux")]
 pub mod linux;

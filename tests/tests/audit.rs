@@ -591,3 +591,53 @@ fn a_name_hidden_in_a_mask_with_allow_read_inside_is_recorded_and_a_missing_one_
         .collect();
     assert_eq!(files.len(), 1, "{files:#?}");
 }
+
+/// The violations file usually lies in the writable working directory. A command that swaps
+/// it for a symlink (to `~/.bashrc`, say) or a hard link must not make the next run append its
+/// records — command lines it chose — to a file the host's shell runs: the next run refuses
+/// (exit 125) and the target stays as it was.
+#[test]
+fn a_violations_file_the_sandbox_replaced_with_a_link_is_not_written_through() {
+    if !ready("a_violations_file_the_sandbox_replaced_with_a_link_is_not_written_through") {
+        return;
+    }
+    let env = TestEnv::new();
+    let s = settings(&env, "");
+    let target = env.root().join("rc-file");
+    std::fs::write(&target, "original\n").unwrap();
+    let file = env.project().join("v.jsonl");
+    let v = file.display().to_string();
+    let t = target.display().to_string();
+    for how in ["symlink", "hard link"] {
+        let _ = std::fs::remove_file(&file);
+        if how == "symlink" {
+            // The first run creates the file; its command replaces it.
+            let out = run(
+                &env,
+                &["--settings", &s, "--violations", &v],
+                &format!("rm -f {v} && ln -s {t} {v}"),
+            );
+            assert_eq!(out.code, 0, "{how}: {out:?}");
+            assert!(
+                file.is_symlink(),
+                "{how}: the command could not plant it: {out:?}"
+            );
+        } else {
+            // Across mounts the sandbox gets EXDEV; a writable home is one mount with the
+            // project, so make the link on the host as such a command could.
+            std::fs::hard_link(&target, &file).unwrap();
+        }
+        let out = run(
+            &env,
+            &["--settings", &s, "--violations", &v],
+            "touch /etc/warden-test-$(id -u) 2>/dev/null; true",
+        );
+        assert_eq!(out.code, 125, "{how}: {out:?}");
+        assert!(out.stderr.contains("violations file"), "{how}: {out:?}");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "original\n",
+            "{how}: records were appended through the link"
+        );
+    }
+}

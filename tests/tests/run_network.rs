@@ -1570,6 +1570,71 @@ fn hosts_in_no_list_are_asked_over_the_control_channel() {
     assert!(!sock.exists(), "the approvals socket was left behind");
 }
 
+/// With every unix socket allowed, the command can reach the approvals socket itself; it must
+/// still not become its own approver (warden serves only clients in its own pid namespace).
+#[test]
+fn a_sandboxed_command_cannot_answer_its_own_questions() {
+    let Some(mut w) = World::new("a_sandboxed_command_cannot_answer_its_own_questions") else {
+        return;
+    };
+    let target = w.map("self-approved");
+    let http = w.net.http_server();
+    let sock = w.env.root().join("approvals.sock");
+    let settings = w.project_file("s.json");
+    std::fs::write(
+        &settings,
+        r#"{"network": {"allowAllUnixSockets": true}, "warden": {"approvals": {"timeoutSeconds": 3}}}"#,
+    )
+    .unwrap();
+    let script = format!(
+        r#"{py} - <<'EOF'
+import json, socket, subprocess, threading
+c = socket.socket(socket.AF_UNIX)
+c.connect({sock:?})
+c.settimeout(8)
+def answer():
+    buf = b""
+    try:
+        while b"\n" not in buf:
+            chunk = c.recv(4096)
+            if not chunk:
+                print("approver: disconnected", flush=True)
+                return
+            buf += chunk
+        req = json.loads(buf.split(b"\n")[0])
+        c.sendall((json.dumps({{"type": "permission_response", "id": req["id"], "decision": "allow-always"}}) + "\n").encode())
+        print("approver: answered", flush=True)
+    except Exception as e:
+        print("approver:", type(e).__name__, flush=True)
+t = threading.Thread(target=answer)
+t.start()
+r = subprocess.run(["curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{{http_code}}", "http://{target}/self"], capture_output=True, text=True)
+print("status=" + r.stdout, flush=True)
+t.join()
+EOF"#,
+        py = netns::python3().display(),
+        sock = sock.display().to_string(),
+    );
+    let out = w.run(
+        &[
+            "--settings".to_string(),
+            settings.display().to_string(),
+            "--approvals".to_string(),
+            format!("unix:{}", sock.display()),
+        ],
+        &script,
+    );
+    assert!(out.stdout.contains("status=403"), "{out:?}");
+    assert!(
+        out.stdout.contains("approver: disconnected"),
+        "the sandbox's client was served: {out:?}"
+    );
+    assert!(paths(&http).is_empty(), "the request reached the server");
+    let user = w.env.home().join(".config/warden/settings.json");
+    let saved = std::fs::read_to_string(&user).unwrap_or_default();
+    assert!(!saved.contains(w.zone.as_str()), "{saved}");
+}
+
 #[test]
 fn without_an_approver_hosts_in_no_list_are_denied_at_once() {
     let Some(mut w) = World::new("without_an_approver_hosts_in_no_list_are_denied_at_once") else {

@@ -703,3 +703,180 @@ fn a_deny_read_placeholder_outlives_the_first_of_two_sandboxes() {
         "API_KEY=HOST-SECRET\n"
     );
 }
+
+/// Start-up files in a writable home beyond the rc files: `.bash_aliases` (Debian's `.bashrc`
+/// sources it), `.local/bin` (on `PATH` from `.profile`), Claude Code's `~/.claude.json`
+/// (`mcpServers` commands), cargo's config. Existing or not, the command cannot write them.
+#[test]
+fn start_up_files_in_a_writable_home_are_protected() {
+    let env = TestEnv::new();
+    let home = env.home();
+    write(&home.join(".claude.json"), "{}\n");
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+    let script = attempts(&[
+        ("aliases", "echo 'touch /tmp/pwned' > .bash_aliases"),
+        ("local-bin", "echo 'touch /tmp/pwned' > .local/bin/git"),
+        ("claude-json", "echo '{\"mcpServers\":{}}' > .claude.json"),
+        (
+            "cargo-config",
+            "mkdir -p .cargo && echo '[build]' > .cargo/config.toml",
+        ),
+        ("inputrc", "echo x > .inputrc"),
+    ]) + "echo x > notes.txt && echo wrote-notes";
+    let out = sh(&env, &home, &[], &script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(
+        &out,
+        &[
+            "aliases",
+            "local-bin",
+            "claude-json",
+            "cargo-config",
+            "inputrc",
+        ],
+    );
+    assert!(out.stdout.contains("wrote-notes"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude.json")).unwrap(),
+        "{}\n"
+    );
+    for p in [
+        ".bash_aliases",
+        ".local/bin/git",
+        ".cargo/config.toml",
+        ".inputrc",
+    ] {
+        assert!(!home.join(p).exists(), "{p} was written or left behind");
+    }
+    let check = env.run([
+        "check",
+        "--write",
+        home.join(".local/bin/git").to_str().unwrap(),
+    ]);
+    assert_eq!(check.code, 1, "{check:?}");
+}
+
+/// warden runs the `beforeCommand` hook on the host, unsandboxed: a hook kept in the project
+/// must not be rewritable by the sandbox.
+#[test]
+fn the_before_command_hook_cannot_be_rewritten_from_the_sandbox() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let hook = project.join("scripts/hook.sh");
+    write(&hook, "#!/bin/sh\necho allow\n");
+    write(
+        &project.join(".warden/settings.json"),
+        r#"{"warden": {"hooks": {"beforeCommand": "../scripts/hook.sh"}}}"#,
+    );
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        &(attempts(&[
+            ("rewrite", "echo 'touch /tmp/pwned' >> scripts/hook.sh"),
+            (
+                "replace",
+                "rm -f scripts/hook.sh && echo x > scripts/hook.sh",
+            ),
+        ]) + "echo x > scripts/other.sh && echo wrote-other"),
+    );
+    assert_refused(&out, &["rewrite", "replace"]);
+    assert!(out.stdout.contains("wrote-other"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&hook).unwrap(),
+        "#!/bin/sh\necho allow\n"
+    );
+    let check = env.run(["check", "--write", hook.to_str().unwrap()]);
+    assert_eq!(check.code, 1, "{check:?}");
+}
+
+/// An allowWrite entry that is a git dir — the repository's `.git` for an agent that works in
+/// a subdirectory and commits, or a bare repository — keeps its hooks and config read-only;
+/// a missing hooks directory (bare repositories made with an empty template) is reserved.
+#[test]
+fn a_git_dir_allowed_for_writing_keeps_its_hooks_and_config() {
+    let env = TestEnv::new();
+    let repo = env.project().join("m");
+    let sub = repo.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("HOME", env.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&repo, &["init", "-q"]);
+    let bare = env.root().join("srv/x.git");
+    std::fs::create_dir_all(&bare).unwrap();
+    git(&bare, &["init", "-q", "--bare", "--template="]);
+    assert!(!bare.join("hooks").exists());
+    let config_before = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    let dotgit = repo.join(".git");
+    let script = attempts(&[
+        (
+            "hook",
+            "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > ../.git/hooks/pre-commit",
+        ),
+        ("config", "echo '[core]' >> ../.git/config"),
+        (
+            "bare-hook",
+            &format!(
+                "mkdir -p {b}/hooks && echo x > {b}/hooks/post-receive",
+                b = bare.display()
+            ),
+        ),
+        (
+            "bare-config",
+            &format!("echo '[core]' >> {}/config", bare.display()),
+        ),
+    ]) + &format!("echo x > {}/description && echo wrote-bare", bare.display());
+    let out = sh(
+        &env,
+        &sub,
+        &[
+            "--allow-write",
+            dotgit.to_str().unwrap(),
+            "--allow-write",
+            bare.to_str().unwrap(),
+        ],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(&out, &["hook", "config", "bare-hook", "bare-config"]);
+    assert!(out.stdout.contains("wrote-bare"), "{out:?}");
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(
+        !bare.join("hooks").exists(),
+        "the placeholder was left behind"
+    );
+    let allowing = env.write_settings(
+        "bare.json",
+        &format!(
+            r#"{{"filesystem": {{"allowWrite": [{:?}]}}}}"#,
+            bare.display().to_string()
+        ),
+    );
+    let allowed = env.run([
+        "check",
+        "--settings",
+        allowing.to_str().unwrap(),
+        "--write",
+        bare.join("description").to_str().unwrap(),
+    ]);
+    assert_eq!(allowed.code, 0, "{allowed:?}");
+    let check = env.run([
+        "check",
+        "--settings",
+        allowing.to_str().unwrap(),
+        "--write",
+        bare.join("hooks/post-receive").to_str().unwrap(),
+    ]);
+    assert_eq!(check.code, 1, "{check:?}");
+}

@@ -81,6 +81,52 @@ fn without_a_setting_no_unix_socket_can_be_created() {
     );
 }
 
+/// A datagram socket need not come from `socket()`: one of a `socketpair` can `sendto` any
+/// path, and `connect` to a new peer. Without a setting, neither reaches a host datagram
+/// socket (/dev/log, journald, sd_notify are such sockets).
+#[test]
+fn without_a_setting_no_datagram_reaches_a_host_socket_through_a_socketpair() {
+    use std::os::unix::net::UnixDatagram;
+    let env = TestEnv::new();
+    let path = env.root().join("host-dgram.sock");
+    let server = UnixDatagram::bind(&path).unwrap();
+    server
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let script = format!(
+        r#"
+import socket, errno
+try:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+except OSError as e:
+    print("socketpair", errno.errorcode.get(e.errno, e.errno))
+else:
+    for what, f in (("sendto", lambda: a.sendto(b"by-sendto", {p:?})),
+                    ("connect", lambda: (b.connect({p:?}), b.send(b"by-connect")))):
+        try:
+            f()
+            print(what, "sent")
+        except OSError as e:
+            print(what, errno.errorcode.get(e.errno, e.errno))
+# Stream pairs stay usable (python's multiprocessing and many others use them).
+x, y = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+x.sendall(b"ok")
+print("stream pair", y.recv(2).decode())
+"#,
+        p = path.display().to_string()
+    );
+    std::fs::write(env.project().join("dgram.py"), script).unwrap();
+    let out = env.run(["run", "--", python3(), "dgram.py"]);
+    assert!(out.stdout.contains("socketpair EPERM"), "{out:?}");
+    assert!(out.stdout.contains("stream pair ok"), "{out:?}");
+    let mut buf = [0u8; 64];
+    assert!(
+        server.recv(&mut buf).is_err(),
+        "the host datagram socket received {:?}",
+        String::from_utf8_lossy(&buf)
+    );
+}
+
 #[test]
 fn all_unix_sockets_reach_filesystem_sockets_but_never_the_hosts_abstract_ones() {
     use std::os::linux::net::SocketAddrExt;

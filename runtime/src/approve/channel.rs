@@ -6,7 +6,8 @@
 //! client → warden  {"type":"permission_response","id":1,"decision":"allow-once"}
 //! ```
 //!
-//! The latest client to connect is the approver. A request waits (up to its timeout) for a
+//! The latest client to connect is the approver; only clients in warden's own pid namespace are
+//! served, never a process of the sandbox. A request waits (up to its timeout) for a
 //! client and an answer. docs/protocol.md specifies the messages with a JSON Schema.
 
 use super::{Answer, Approver, PermissionRequest};
@@ -111,10 +112,33 @@ async fn accept(listener: UnixListener, approver: std::sync::Weak<ChannelApprove
         let Some(a) = approver.upgrade() else {
             return;
         };
+        if !peer_outside_sandboxes(&stream) {
+            // Dropped unanswered: a sandboxed command (allowAllUnixSockets, or a socket path it
+            // can reach) must not become its own approver.
+            continue;
+        }
         let (read, write) = stream.into_split();
         let writer: Writer = Arc::new(tokio::sync::Mutex::new(write));
         a.client.send_replace(Some(writer));
         tokio::spawn(read_answers(read, a.pending.clone()));
+    }
+}
+
+/// Whether the client runs in warden's own pid namespace. A sandbox's processes live in a
+/// pid namespace of their own (or one nested in it); a client whose pid we cannot see
+/// (another container's namespace) or cannot check is refused too.
+fn peer_outside_sandboxes(stream: &UnixStream) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(pid) = stream.peer_cred().ok().and_then(|c| c.pid()) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    match (ns(&format!("/proc/{pid}/ns/pid")), ns("/proc/self/ns/pid")) {
+        (Some(peer), Some(own)) => peer == own,
+        _ => false,
     }
 }
 

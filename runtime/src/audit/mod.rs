@@ -346,14 +346,10 @@ impl Collector {
         let file = match file {
             Some(p) => Some((
                 p.to_path_buf(),
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|source| AuditError::File {
-                        path: p.to_path_buf(),
-                        source,
-                    })?,
+                crate::files::open_append(p).map_err(|source| AuditError::File {
+                    path: p.to_path_buf(),
+                    source,
+                })?,
             )),
             None => None,
         };

@@ -214,6 +214,64 @@ fn protected_config(
         let f = std::path::absolute(f).unwrap_or_else(|_| f.clone());
         push(f, false, "warden settings file (--settings)");
     }
+    // Start-up files in the home directory: resolved only where a symlink is on the way below
+    // the home (dotfiles kept in a repository), one lstat per component otherwise.
+    let home_real = crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), home)
+        .unwrap_or_else(|_| home.to_path_buf());
+    let startup = crate::policy::mandatory::HOME_STARTUP_FILES
+        .iter()
+        .map(|n| (n, false, "start-up file in the home directory"))
+        .chain(
+            crate::policy::mandatory::HOME_STARTUP_DIRS
+                .iter()
+                .map(|n| (n, true, "start-up directory in the home directory")),
+        );
+    for (name, dir, what) in startup {
+        let mut real = home_real.clone();
+        let mut linked = false;
+        for comp in std::path::Path::new(name).components() {
+            real.push(comp);
+            match std::fs::symlink_metadata(&real) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    linked = true;
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        let named = home.join(name);
+        if linked {
+            let real = crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), &named)
+                .unwrap_or_else(|_| named.clone());
+            if real != named {
+                out.push(ConfigPath {
+                    path: real,
+                    dir,
+                    what,
+                });
+            }
+            out.push(ConfigPath {
+                path: named,
+                dir,
+                what,
+            });
+        } else {
+            let real = home_real.join(name);
+            if real != named {
+                out.push(ConfigPath {
+                    path: real,
+                    dir,
+                    what,
+                });
+            }
+            out.push(ConfigPath {
+                path: named,
+                dir,
+                what,
+            });
+        }
+    }
     out
 }
 

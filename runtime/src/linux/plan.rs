@@ -317,8 +317,46 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         for name in PLACEHOLDER_DIRS {
             missing(root.join(name), true);
         }
-        if fs.kind(&root.join(".git")) == Some(crate::policy::fsview::FileKind::Dir) {
-            missing(root.join(".git/hooks"), true);
+        // Missing hooks directories: the repository's, its submodules' (`git submodule
+        // update` runs their hooks on the host), and those of a git dir the root is or lies
+        // in.
+        let mut gitdirs: Vec<PathBuf> = enclosing_git_dirs(fs, root)
+            .into_iter()
+            .map(|(g, _)| g)
+            .collect();
+        if fs.kind(&root.join(".git")) == Some(FileKind::Dir) {
+            gitdirs.push(root.join(".git"));
+        }
+        for gitdir in gitdirs {
+            let mut hooks = vec![gitdir.join("hooks")];
+            module_hooks(fs, &gitdir.join("modules"), 0, &mut hooks);
+            for h in hooks {
+                if h.starts_with(root) {
+                    missing(h, true);
+                }
+            }
+        }
+    }
+    // A writable root that is a git dir or lies in one: that repository's protections inside
+    // the root are read-only, and a root inside a protected entry (`--allow-write
+    // .git/hooks`) is read-only as a whole — mandatory protections cannot be allowed away.
+    for root in &writable {
+        for (gitdir, worktree) in enclosing_git_dirs(fs, root) {
+            let mut found = BTreeSet::new();
+            protect_repository(
+                fs,
+                &gitdir,
+                &worktree,
+                paths.mandatory.allow_git_config,
+                &mut found,
+            );
+            for p in found {
+                if p.starts_with(root) {
+                    read_only.insert(p);
+                } else if root.starts_with(&p) {
+                    read_only.insert(root.clone());
+                }
+            }
         }
     }
     // Shell rc files, .ssh and .gitconfig only where they take effect: a writable home
@@ -798,28 +836,7 @@ fn find_protected(
             continue;
         }
         if name == ".git" && kind == Some(FileKind::Dir) {
-            protect_git_dir(fs, &path, allow_git_config, out);
-            protect_named_by_config(fs, &path, root, out);
-            if fs.kind(&path.join("modules")) == Some(FileKind::Dir) {
-                submodule_git_dirs(fs, &path.join("modules"), 0, allow_git_config, out);
-            }
-            let worktrees = path.join("worktrees");
-            for wt in fs.read_dir(&worktrees) {
-                let wt = worktrees.join(wt);
-                if fs.kind(&wt) == Some(FileKind::Dir) {
-                    protect_git_dir(fs, &wt, allow_git_config, out);
-                    // The linked worktree's `.git` file, wherever the worktree lives.
-                    if let Some(dotgit) = fs
-                        .read_to_string(&wt.join("gitdir"))
-                        .and_then(|t| t.lines().next().map(|l| PathBuf::from(l.trim())))
-                        .filter(|p| p.is_absolute())
-                    {
-                        if fs.kind(&dotgit) == Some(FileKind::File) {
-                            out.insert(dotgit);
-                        }
-                    }
-                }
-            }
+            protect_repository(fs, &path, root, allow_git_config, out);
             continue;
         }
         if depth > 1
@@ -827,6 +844,81 @@ fn find_protected(
             && !SEARCH_SKIP.contains(&name)
         {
             find_protected(fs, &path, depth - 1, allow_git_config, out);
+        }
+    }
+}
+
+/// Everything of the repository whose git dir is `gitdir` (a `.git` directory, or a bare
+/// repository's directory) that decides what runs: its hooks and config, the hooks directory
+/// and includes its config names, its submodules' and linked worktrees' git dirs and the
+/// `.git` files pointing at them.
+fn protect_repository(
+    fs: &dyn FsView,
+    gitdir: &Path,
+    worktree: &Path,
+    allow_git_config: bool,
+    out: &mut BTreeSet<PathBuf>,
+) {
+    protect_git_dir(fs, gitdir, allow_git_config, out);
+    protect_named_by_config(fs, gitdir, worktree, out);
+    if fs.kind(&gitdir.join("modules")) == Some(FileKind::Dir) {
+        submodule_git_dirs(fs, &gitdir.join("modules"), 0, allow_git_config, out);
+    }
+    let worktrees = gitdir.join("worktrees");
+    for wt in fs.read_dir(&worktrees) {
+        let wt = worktrees.join(wt);
+        if fs.kind(&wt) == Some(FileKind::Dir) {
+            protect_git_dir(fs, &wt, allow_git_config, out);
+            // The linked worktree's `.git` file, wherever the worktree lives.
+            if let Some(dotgit) = fs
+                .read_to_string(&wt.join("gitdir"))
+                .and_then(|t| t.lines().next().map(|l| PathBuf::from(l.trim())))
+                .filter(|p| p.is_absolute())
+            {
+                if fs.kind(&dotgit) == Some(FileKind::File) {
+                    out.insert(dotgit);
+                }
+            }
+        }
+    }
+}
+
+/// The git dirs a writable root is, or lies in (`--allow-write repo/.git`, a bare repository,
+/// `.git/modules/lib`), each with its worktree: the search below a root never sees them.
+fn enclosing_git_dirs(fs: &dyn FsView, root: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    for dir in root.ancestors() {
+        let dotgit = dir.file_name().is_some_and(|n| n == ".git");
+        if (dotgit && fs.kind(dir) == Some(FileKind::Dir))
+            || crate::policy::mandatory::is_git_dir(fs, dir)
+        {
+            let worktree = if dotgit {
+                dir.parent().unwrap_or(dir).to_path_buf()
+            } else {
+                module_worktree(fs, dir).unwrap_or_else(|| dir.to_path_buf())
+            };
+            out.push((dir.to_path_buf(), worktree));
+        }
+    }
+    out
+}
+
+/// The `hooks` of every submodule git dir below `modules` (a git dir's `modules/`), existing
+/// or not: placeholder candidates like the repository's own.
+fn module_hooks(fs: &dyn FsView, dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth >= MODULES_DEPTH {
+        return;
+    }
+    for name in fs.read_dir(dir) {
+        let p = dir.join(&name);
+        if fs.kind(&p) != Some(FileKind::Dir) {
+            continue;
+        }
+        if fs.kind(&p.join("HEAD")).is_some() {
+            out.push(p.join("hooks"));
+            module_hooks(fs, &p.join("modules"), depth + 1, out);
+        } else {
+            module_hooks(fs, &p, depth + 1, out);
         }
     }
 }

@@ -707,3 +707,78 @@ fn deny_read_entries_nested_symlinked_or_shared_with_another_sandbox() {
         "{err}"
     );
 }
+
+fn allow_write(paths: &[&str]) -> SandboxSettings {
+    serde_json::from_value(serde_json::json!({
+        "filesystem": { "allowWrite": paths }
+    }))
+    .unwrap()
+}
+
+fn read_only_of(plan: &Plan) -> Vec<PathBuf> {
+    plan.mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountOp::ReadOnly { path } => Some(path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_writable_root_that_is_a_git_dir_or_a_bare_repository_keeps_hooks_and_config_read_only() {
+    let mut fs = fs();
+    fs.dir("/m/.git/hooks")
+        .file("/m/.git/HEAD", "ref: refs/heads/main\n")
+        .file("/m/.git/config", "")
+        .dir("/m/.git/objects")
+        .dir("/m/.git/refs")
+        .dir("/m/sub")
+        .file("/srv/x.git/HEAD", "ref: refs/heads/main\n")
+        .file("/srv/x.git/config", "[core]\n\tbare = true\n")
+        .dir("/srv/x.git/objects")
+        .dir("/srv/x.git/refs")
+        .dir("/srv/y.git/objects")
+        .file("/srv/y.git/HEAD", "")
+        .file("/srv/y.git/config", "")
+        .dir("/srv/y.git/refs")
+        .dir("/srv/y.git/hooks");
+    let plan = plan_with(
+        ctx("/m/sub", "/home/u"),
+        allow_write(&["/m/.git", "/srv/x.git", "/srv/y.git/hooks"]),
+        &fs,
+    );
+    let ro = read_only_of(&plan);
+    for p in [
+        "/m/.git/hooks",
+        "/m/.git/config",
+        "/srv/x.git/config",
+        // Inside a protected entry: the whole root stays read-only.
+        "/srv/y.git/hooks",
+    ] {
+        assert!(ro.contains(&PathBuf::from(p)), "{p} not read-only: {ro:?}");
+    }
+    // The bare repository has no hooks directory: reserved by a placeholder.
+    let ph: Vec<&Path> = plan.placeholders.iter().map(|p| p.path.as_path()).collect();
+    assert!(ph.contains(&Path::new("/srv/x.git/hooks")), "{ph:?}");
+    assert!(ro.contains(&PathBuf::from("/srv/x.git/hooks")), "{ro:?}");
+}
+
+#[test]
+fn a_submodule_git_dir_without_hooks_gets_a_placeholder() {
+    let mut fs = fs();
+    fs.file("/w/.git/modules/lib/HEAD", "")
+        .file("/w/.git/modules/lib/config", "")
+        .dir("/w/.git/modules/lib/objects");
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    let ph: Vec<&Path> = plan.placeholders.iter().map(|p| p.path.as_path()).collect();
+    assert!(
+        ph.contains(&Path::new("/w/.git/modules/lib/hooks")),
+        "{ph:?}"
+    );
+    let ro = read_only_of(&plan);
+    assert!(
+        ro.contains(&PathBuf::from("/w/.git/modules/lib/hooks")),
+        "{ro:?}"
+    );
+}

@@ -240,12 +240,33 @@ fn unconditional_denials() {
         libc::SYS_write,
         libc::SYS_openat,
         libc::SYS_execve,
-        libc::SYS_socketpair,
         libc::SYS_getpid,
         libc::SYS_landlock_restrict_self,
     ] {
         assert_eq!(native(&strict, nr, a(&[1, 2, 3])), ALLOW, "syscall {nr}");
     }
+}
+
+#[test]
+fn unix_datagram_socketpairs_are_refused_stream_ones_allowed() {
+    let strict = build(&default_opts()).unwrap();
+    let pair =
+        |prog: &_, family: u64, ty: u64| native(prog, libc::SYS_socketpair, a(&[family, ty, 0]));
+    let unix = u64::from(libc::AF_UNIX as u32);
+    let dgram = u64::from(libc::SOCK_DGRAM as u32);
+    let flags = u64::from((libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u32);
+    assert_eq!(pair(&strict, unix, dgram), DENY);
+    assert_eq!(pair(&strict, unix, dgram | flags), DENY);
+    assert_eq!(pair(&strict, unix | 1 << 32, dgram | 1 << 40), DENY);
+    for ty in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
+        assert_eq!(pair(&strict, unix, u64::from(ty as u32) | flags), ALLOW);
+    }
+    let allowed = build(&SeccompOptions {
+        allow_unix_sockets: true,
+        ..default_opts()
+    })
+    .unwrap();
+    assert_eq!(pair(&allowed, unix, dgram), ALLOW);
 }
 
 #[test]

@@ -403,10 +403,7 @@ mod backend {
 
     fn append_jsonl(path: &Path, records: &[Violation]) -> std::io::Result<()> {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
+        let mut f = crate::files::open_append(path)?;
         for r in records {
             let line = serde_json::to_string(r).map_err(std::io::Error::other)?;
             writeln!(f, "{line}")?;

@@ -39,6 +39,63 @@ pub const PROTECTED_DIRS: &[&str] = &[
     "LaunchAgents",
 ];
 
+/// Whether `dir` is a git dir as git itself decides: `HEAD`, `objects/` and `refs/` (a
+/// `.git` directory, a bare repository, a submodule's or worktree's git dir).
+pub fn is_git_dir(fs: &dyn FsView, dir: &Path) -> bool {
+    fs.kind(&dir.join("HEAD")) == Some(FileKind::File)
+        && fs.kind(&dir.join("objects")) == Some(FileKind::Dir)
+        && fs.kind(&dir.join("refs")) == Some(FileKind::Dir)
+}
+
+/// The git dirs not named `.git` (bare repositories, `.git/modules/NAME`) that `root` is or
+/// lies in; `.git` directories are recognised by name anyway.
+pub fn enclosing_git_dirs(fs: &dyn FsView, root: &Path) -> Vec<PathBuf> {
+    root.ancestors()
+        .filter(|d| d.file_name().is_some_and(|n| n != ".git") && is_git_dir(fs, d))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// Files in the home directory, beyond the names protected everywhere, that programs the user
+/// runs on the host read as code: shell aliases and readline bindings, editor and terminal
+/// start-up files, session environments, Claude Code's user config (`mcpServers` commands),
+/// npm's (`script-shell`, `node-options`) and cargo's (`runner`, `linker`).
+pub const HOME_STARTUP_FILES: &[&str] = &[
+    ".bash_aliases",
+    ".inputrc",
+    ".zlogout",
+    ".claude.json",
+    ".vimrc",
+    ".gvimrc",
+    ".exrc",
+    ".emacs",
+    ".tmux.conf",
+    ".pam_environment",
+    ".xprofile",
+    ".xsessionrc",
+    ".xinitrc",
+    ".npmrc",
+    ".cargo/config",
+    ".cargo/config.toml",
+];
+
+/// Directories in the home directory whose contents run on the host: on `PATH` (`.local/bin`,
+/// `.cargo/bin`), sourced by shells (`.bashrc.d`, `.oh-my-zsh`, fish's config), started by
+/// the session (`autostart`, systemd user units, `environment.d`), editor plugins.
+pub const HOME_STARTUP_DIRS: &[&str] = &[
+    ".local/bin",
+    ".cargo/bin",
+    ".bashrc.d",
+    ".oh-my-zsh",
+    ".config/fish",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".vim",
+    ".config/nvim",
+    ".emacs.d",
+];
+
 /// What a protection hit is, for reasons and rule references.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hit {

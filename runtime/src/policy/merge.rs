@@ -281,18 +281,32 @@ impl Policy {
             .scalar("warden.readOnly")
             .filter(|s| s.value.as_bool() == Some(true))
             .map(|s| s.provenance.clone());
+        let mut mandatory = Mandatory::discover(
+            fs,
+            &cwd_real,
+            eff.bool("filesystem.allowGitConfig").unwrap_or(false),
+            protected_with_hook(fs, eff, &context),
+        );
+        // Bare repositories (and git dirs not named `.git`) a writable root is or lies in:
+        // their hooks and config are protected like a `.git`'s.
+        for w in &writable {
+            if let PathPattern::Literal { lexical, resolved } = &w.rule.pattern {
+                for root in [Some(lexical), resolved.as_ref()].into_iter().flatten() {
+                    for g in super::mandatory::enclosing_git_dirs(fs, root) {
+                        if !mandatory.extra_git_dirs.contains(&g) {
+                            mandatory.extra_git_dirs.push(g);
+                        }
+                    }
+                }
+            }
+        }
         let paths = PathRules {
             cwd: context.cwd.clone(),
             writable,
             deny_read: expand("filesystem.denyRead")?,
             allow_read: expand("filesystem.allowRead")?,
             deny_write: expand("filesystem.denyWrite")?,
-            mandatory: Mandatory::discover(
-                fs,
-                &cwd_real,
-                eff.bool("filesystem.allowGitConfig").unwrap_or(false),
-                context.protected.clone(),
-            ),
+            mandatory,
             read_only,
             disabled: eff.bool("filesystem.disabled").unwrap_or(false),
         };
@@ -419,6 +433,35 @@ pub fn layer(layer: Layer, order: u16, source: &str, settings: SandboxSettings) 
 
 /// A policy from one user-layer settings block, cwd `/w`, home `/h`, on an empty in-memory
 /// filesystem: the real construction path, for tests of the typed rules.
+/// The configuration protected by path, plus the `beforeCommand` hook's executable: warden
+/// runs it on the host, unsandboxed, so a sandbox that could rewrite it (a hook kept in the
+/// project) would run code outside. As named and, through symlinks, as resolved.
+fn protected_with_hook(
+    fs: &dyn FsView,
+    eff: &Effective,
+    context: &Context,
+) -> Vec<super::mandatory::ConfigPath> {
+    let mut out = context.protected.clone();
+    if let Some(hook) = super::hook::HookConfig::from_effective(eff, &context.cwd, &context.home) {
+        let named = if hook.path.is_absolute() {
+            hook.path
+        } else {
+            context.cwd.join(hook.path)
+        };
+        let real = super::fsview::resolve(fs, Path::new("/"), &named).unwrap_or(named.clone());
+        for path in [named, real] {
+            if !out.iter().any(|c| c.path == path) {
+                out.push(super::mandatory::ConfigPath {
+                    path,
+                    dir: false,
+                    what: "beforeCommand hook",
+                });
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) fn test_policy(settings: SandboxSettings) -> Result<Policy, PolicyError> {
     let ctx = Context {
