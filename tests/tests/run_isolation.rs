@@ -514,6 +514,27 @@ fn unprivileged_caller_is_confined_when_the_weaker_mode_is_allowed() {
     assert_nothing_left(&env);
 }
 
+/// A command that leaves unsearchable directories (mode 000) in its TMPDIR: an unprivileged
+/// caller cannot remove their contents with a plain recursive delete; the run directory must
+/// not stay behind all the same.
+#[test]
+fn an_unprivileged_callers_run_directory_is_removed_even_when_the_command_locked_it() {
+    let env = TestEnv::new();
+    let st = env.write_settings("s.json", r#"{"sandbox": {"failIfUnavailable": false}}"#);
+    let out = as_nobody(&env)
+        .args(["run", "--settings", st.to_str().unwrap(), "--", "sh", "-c"])
+        .arg(
+            "mkdir -p $TMPDIR/a/b && echo x > $TMPDIR/a/b/f && ln -s / $TMPDIR/a/root && \
+             chmod 000 $TMPDIR/a/b $TMPDIR/a && echo locked",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("locked"), "{out:?}");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_nothing_left(&env);
+}
+
 #[test]
 fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
     let env = TestEnv::new();

@@ -392,7 +392,7 @@ fn clean_up(records: &Records) {
         remove_socket(sock);
     }
     for dir in records.run_dirs.iter().filter(|p| is_ours(p)) {
-        let _ = std::fs::remove_dir_all(dir);
+        let _ = super::spawn::remove_tree(dir);
     }
 }
 

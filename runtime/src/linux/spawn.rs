@@ -68,8 +68,53 @@ impl RunDir {
     /// Removes the directory now, reporting failures.
     pub fn remove(mut self) -> std::io::Result<()> {
         match self.dir.take() {
-            Some(d) => d.close(),
+            Some(d) => {
+                let path = d.keep();
+                remove_tree(&path)
+            }
             None => Ok(()),
+        }
+    }
+}
+
+/// Removes a run directory and everything the sandbox left in it — also directories it made
+/// unsearchable (mode 000): as an unprivileged caller `remove_dir_all` fails on those and the
+/// directory stayed behind. Each directory is opened without following symlinks and made
+/// searchable through that descriptor, then emptied; symlinks are removed, never followed.
+pub fn remove_tree(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
+    make_searchable(path, 0);
+    std::fs::remove_dir_all(path)
+}
+
+/// Gives the owner rwx on `dir` and every directory below it (depth-limited), never through
+/// a symlink.
+fn make_searchable(dir: &Path, depth: usize) {
+    use std::os::unix::fs::PermissionsExt;
+    if depth > 64 {
+        return;
+    }
+    let Ok(fd) = nix::fcntl::open(
+        dir,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    ) else {
+        return;
+    };
+    // O_PATH descriptors refuse fchmod; the /proc link names exactly the opened directory.
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let _ = std::fs::set_permissions(&link, std::fs::Permissions::from_mode(0o700));
+    drop(fd);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            make_searchable(&entry.path(), depth + 1);
         }
     }
 }
