@@ -880,3 +880,60 @@ fn a_git_dir_allowed_for_writing_keeps_its_hooks_and_config() {
     ]);
     assert_eq!(check.code, 1, "{check:?}");
 }
+
+/// The host removes a placeholder during the run (`git clean -fd` removes empty untracked
+/// directories) while the command waits to rename its own `.claude` (with settings that run
+/// code) into the freed name. pid 1 must take the name back first, or, if the command won,
+/// end the sandbox and move the planted entry aside: the host never keeps it at `.claude`.
+#[test]
+fn a_placeholder_the_host_removes_cannot_be_taken_over_by_the_command() {
+    let env = TestEnv::new();
+    let project = env.project();
+    for round in 0..3 {
+        let script = r#"
+import os, time
+os.makedirs(".s", exist_ok=True)
+open(".s/settings.json", "w").write('{"hooks": {"SessionStart": []}}')
+open("started", "w").close()
+end = time.time() + 4
+won = False
+while time.time() < end:
+    try:
+        os.rename(".s", ".claude")
+        won = True
+        break
+    except OSError:
+        pass
+print("renamed" if won else "never renamed", flush=True)
+time.sleep(0.5)
+"#;
+        let child = start(&env, &project, &[], "python3", script);
+        wait_for(&project.join("started"));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // The host removes the (empty, marked) placeholder.
+        let removed = std::fs::remove_dir(project.join(".claude"));
+        let (stdout, stderr) = finish(child);
+        assert!(
+            removed.is_ok(),
+            "round {round}: {removed:?} {stdout} {stderr}"
+        );
+        assert!(
+            !project.join(".claude/settings.json").exists(),
+            "round {round}: the command's .claude took the name: {stdout}\n{stderr}"
+        );
+        if stdout.contains("renamed") && !stdout.contains("never") {
+            assert!(
+                stderr.contains("blocked"),
+                "round {round}: {stdout}\n{stderr}"
+            );
+        }
+        // Clean up for the next round: what was moved aside, and the command's leftovers.
+        for e in std::fs::read_dir(&project).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".claude") || name == ".s" || name == "started" {
+                let _ = std::fs::remove_dir_all(e.path());
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}

@@ -195,14 +195,29 @@ fn supervise_polling(
         let sig_ready = ready(Some(0));
         drop(fds);
         if mounts_ready {
+            use super::mount::Restored;
             for (path, result) in super::mount::restore(&mut guarded) {
                 match result {
-                    Ok(()) => eprintln!(
+                    Restored::Ok => eprintln!(
                         "warden: a change on the host took the sandbox's protection of {} \
                          away (the entry was replaced or removed there); restored",
                         path.display()
                     ),
-                    Err(e) => eprintln!(
+                    Restored::Reserved => eprintln!(
+                        "warden: {} was removed on the host; a placeholder keeps the name \
+                         reserved until the sandbox ends",
+                        path.display()
+                    ),
+                    Restored::Suspect => {
+                        let what = super::watch::end_and_move_aside(&path, false);
+                        eprintln!(
+                            "warden: blocked: warden's placeholder {} was removed on the host \
+                             and something took its name before it could be reserved again \
+                             (the command may have made it); {what}; the sandbox was ended",
+                            path.display()
+                        );
+                    }
+                    Restored::Failed(e) => eprintln!(
                         "warden: warning: the protection of {} was taken away by a change on \
                          the host and cannot be restored: {e}",
                         path.display()
@@ -255,8 +270,11 @@ fn supervise_polling(
 
 /// The sandbox's pid 1: builds the view, starts the command, reaps, forwards signals.
 fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
-    let setup = || -> Result<Option<std::os::fd::OwnedFd>, String> {
+    let mut reserved = Vec::new();
+    let setup = |reserved: &mut Vec<_>| -> Result<Option<std::os::fd::OwnedFd>, String> {
         super::harden::parent_death_signal(libc::SIGKILL).map_err(|e| e.to_string())?;
+        // What holds each reserved name now, before the view hides the host's paths.
+        *reserved = super::mount::reserved_entries(plan);
         super::mount::apply(plan).map_err(|e| e.to_string())?;
         nix::unistd::sethostname(&plan.hostname).map_err(|e| format!("sethostname: {e}"))?;
         loopback_up().map_err(|e| format!("bringing up lo: {e}"))?;
@@ -279,7 +297,7 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
         super::harden::set_dumpable(false).map_err(|e| e.to_string())?;
         Ok(connector)
     };
-    let connector = match setup() {
+    let connector = match setup(&mut reserved) {
         Ok(c) => c,
         Err(e) => fail(e),
     };
@@ -299,7 +317,7 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
         Err(e) => fail(format_args!("fork: {e}")),
         Ok(ForkResult::Child) => command(plan, &filter, &set),
         Ok(ForkResult::Parent { child }) => {
-            let guarded = super::mount::guarded(plan);
+            let guarded = super::mount::guarded(plan, &reserved);
             let code = if connector.is_none()
                 && guarded.is_empty()
                 && forbidden.is_none()

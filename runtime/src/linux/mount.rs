@@ -332,6 +332,56 @@ pub struct Guarded {
     mnt_id: u64,
     /// A failed restore was reported already (reported once until one succeeds).
     failed: bool,
+    /// For an entry reserved by a placeholder (a path of the plan's `placeholders`): what
+    /// stood there when the view was built.
+    reserved: Option<Reserved>,
+}
+
+/// A placeholder path's entry when the view was built (see [`reserved_entries`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reserved {
+    dev: u64,
+    ino: u64,
+    dir: bool,
+    /// It was a warden placeholder (marked), not the user's own entry.
+    placeholder: bool,
+}
+
+/// What [`restore`] did about one protection the host took away.
+#[derive(Debug)]
+pub enum Restored {
+    /// Put back (onto what stands at the path now).
+    Ok,
+    /// The entry was gone; a fresh placeholder took its name before the command could, and
+    /// the protection is back on it.
+    Reserved,
+    /// A warden placeholder was removed on the host and something else now has its name:
+    /// the command may have made it (it races the restore), so the sandbox must end and the
+    /// entry be moved aside.
+    Suspect,
+    /// Could not be put back (reported once; tried again later).
+    Failed(MountError),
+}
+
+/// The entries at the plan's placeholder paths, read before the view is built (the paths
+/// are the host's then): their identity, and whether each is a warden placeholder.
+pub fn reserved_entries(plan: &Plan) -> Vec<(PathBuf, Reserved)> {
+    use std::os::unix::fs::MetadataExt;
+    plan.placeholders
+        .iter()
+        .filter_map(|ph| {
+            let meta = std::fs::symlink_metadata(&ph.path).ok()?;
+            Some((
+                ph.path.clone(),
+                Reserved {
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                    dir: meta.is_dir(),
+                    placeholder: super::placeholder::is_marked_path(&ph.path),
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The mount id of what `path` resolves to without following a final symlink, if any.
@@ -354,7 +404,7 @@ fn mount_id(path: &Path) -> Option<u64> {
 
 /// The protections of `plan` to keep in place, with their mount ids now (after [`apply`]:
 /// the paths are the sandbox's).
-pub fn guarded(plan: &Plan) -> Vec<Guarded> {
+pub fn guarded(plan: &Plan, reserved: &[(PathBuf, Reserved)]) -> Vec<Guarded> {
     plan.mounts
         .iter()
         .filter_map(|op| {
@@ -367,11 +417,16 @@ pub fn guarded(plan: &Plan) -> Vec<Guarded> {
                 _ => return None,
             };
             let mnt_id = mount_id(&path)?;
+            let reserved = match op {
+                MountOp::Pin { .. } => None,
+                _ => reserved.iter().find(|(p, _)| *p == path).map(|(_, r)| *r),
+            };
             Some(Guarded {
                 op: op.clone(),
                 path,
                 mnt_id,
                 failed: false,
+                reserved,
             })
         })
         .collect()
@@ -413,32 +468,105 @@ fn reapply_retrying(step: &MountOp) -> Option<Result<(), MountError>> {
 /// retrying each for a few milliseconds. Returns each path with the outcome: `Ok` restored,
 /// `Err` why not (reported once; [`any_failed`] says to try again later — the entry may be
 /// recreated on the host).
-pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Result<(), MountError>)> {
+pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Restored)> {
     let mut out = Vec::new();
     // In plan order: pins before what lies inside them.
     for g in list.iter_mut() {
         if mount_id(&g.path) == Some(g.mnt_id) {
             continue;
         }
+        let mut outcome = Restored::Ok;
+        // The inode the protection must land on (a warden placeholder's).
+        let mut expect = None;
+        if let Some(r) = g.reserved {
+            // A reserved name the host freed (`git clean -fd`, `rm -r`): the command could
+            // put its own entry there, so pid 1 takes the name first; if something has it
+            // already and the entry was warden's placeholder, nothing tells the host's from
+            // the command's.
+            match reserve_again(&g.path, r.dir) {
+                Ok(Some(now)) => {
+                    g.reserved = Some(now);
+                    expect = Some(now.ino);
+                    outcome = Restored::Reserved;
+                }
+                Ok(None) if r.placeholder => {
+                    if identity(&g.path) != Some((r.dev, r.ino)) {
+                        out.push((g.path.clone(), Restored::Suspect));
+                        continue;
+                    }
+                    expect = Some(r.ino);
+                }
+                Ok(None) | Err(_) => {}
+            }
+        }
         let Some(result) = reapply_retrying(&g.op) else {
             continue;
         };
+        // Until it is a mount point again, the command can rename its own entry over an
+        // empty placeholder: the entry now under the mount must be the placeholder.
+        if result.is_ok() && expect.is_some() && covered_inode(&g.path) != expect {
+            let _ = nix::mount::umount2(&g.path, nix::mount::MntFlags::MNT_DETACH);
+            out.push((g.path.clone(), Restored::Suspect));
+            continue;
+        }
         match result {
             Ok(()) => {
                 if let Some(id) = mount_id(&g.path) {
                     g.mnt_id = id;
                 }
                 g.failed = false;
-                out.push((g.path.clone(), Ok(())));
+                out.push((g.path.clone(), outcome));
             }
             Err(e) if !g.failed => {
                 g.failed = true;
-                out.push((g.path.clone(), Err(e)));
+                out.push((g.path.clone(), Restored::Failed(e)));
             }
             Err(_) => {}
         }
     }
     out
+}
+
+/// The inode number of the directory entry at `path` — beneath a mount on it, as its parent's
+/// listing shows it (a lookup would show the mount's root instead).
+fn covered_inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::DirEntryExt;
+    let (parent, name) = (path.parent()?, path.file_name()?);
+    std::fs::read_dir(parent)
+        .ok()?
+        .flatten()
+        .find(|e| e.file_name() == name)
+        .map(|e| e.ino())
+}
+
+/// The identity of what `path` names (not following a final symlink).
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// If `path` is free (checked a few times: a host `rename` over it never frees it, but a
+/// dying mount can make one lookup fail), a fresh marked placeholder takes it
+/// (`RENAME_NOREPLACE`); its identity. `Ok(None)`: something holds the name.
+fn reserve_again(path: &Path, dir: bool) -> std::io::Result<Option<Reserved>> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..3 {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+    match super::placeholder::make_marked(path, dir)? {
+        Some(meta) => Ok(Some(Reserved {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            dir,
+            placeholder: true,
+        })),
+        None => Ok(None),
+    }
 }
 
 /// Masks `path`, which appeared after the view was built (a `denyRead` path missing at the
@@ -463,6 +591,7 @@ pub fn mask_late(path: &Path) -> Option<Result<Guarded, MountError>> {
         path: path.to_path_buf(),
         op: step,
         failed: false,
+        reserved: None,
     }))
 }
 

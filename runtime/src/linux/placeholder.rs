@@ -174,12 +174,66 @@ fn create(ph: &Placeholder, temp: &Path) -> io::Result<Option<OwnedFd>> {
 
 impl Held {
     /// Drops this sandbox's locks; each marked placeholder nobody else holds any more and that
-    /// is still empty is removed.
+    /// is still empty is removed — also one the sandbox's pid 1 made in its place when the
+    /// host removed the first ([`make_marked`]).
     pub fn release(&mut self) {
         for entry in self.entries.drain(..).rev() {
             if lock(&entry.fd, libc::LOCK_EX, Duration::ZERO).is_ok() {
                 remove_if_unused(&entry.path, &entry.fd);
             }
+            if !still_named(&entry.fd, &entry.path).unwrap_or(true) {
+                drop(entry.fd);
+                sweep(std::slice::from_ref(&Placeholder {
+                    path: entry.path,
+                    dir: false,
+                }));
+            }
+        }
+    }
+}
+
+/// Whether the entry at `path` (not following a final symlink) carries the placeholder mark.
+pub fn is_marked_path(path: &Path) -> bool {
+    let (Ok(c), Ok(name)) = (cpath(path), CString::new(MARK)) else {
+        return false;
+    };
+    // SAFETY: a size query (NULL buffer, size 0) on NUL-terminated strings; no memory written.
+    unsafe { libc::lgetxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+}
+
+/// A fresh marked placeholder at `path`, made under a temporary name and renamed into place
+/// without replacing anything: its metadata, or `None` when something took the name first.
+/// Used by the sandbox's pid 1 when the host removed a reserved entry during the run; no
+/// lock is held (the supervisor removes it at the end like any unheld placeholder).
+pub fn make_marked(path: &Path, dir: bool) -> io::Result<Option<std::fs::Metadata>> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = path.with_file_name(format!("{name}.warden-r{nanos:09}"));
+    make(&temp, dir)?;
+    let fd = match open_made(&temp, dir).and_then(|fd| set_mark(&fd).map(|()| fd)) {
+        Ok(fd) => fd,
+        Err(e) => {
+            remove(&temp, dir);
+            return Err(e);
+        }
+    };
+    match nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        &temp,
+        nix::fcntl::AT_FDCWD,
+        path,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => Ok(Some(std::fs::File::from(fd).metadata()?)),
+        Err(nix::Error::EEXIST) => {
+            remove(&temp, dir);
+            Ok(None)
+        }
+        Err(e) => {
+            remove(&temp, dir);
+            Err(e.into())
         }
     }
 }

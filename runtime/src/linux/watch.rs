@@ -81,42 +81,7 @@ impl Forbidden {
         if std::fs::symlink_metadata(path).is_err() {
             return;
         }
-        // First stop the command (pid 1 of the namespace: -1 reaches every other process).
-        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-        let mut moved = None;
-        for n in 0..100u32 {
-            let mut aside = path.as_os_str().to_os_string();
-            aside.push(format!(".warden-blocked-{n}"));
-            let aside = std::path::PathBuf::from(aside);
-            match nix::fcntl::renameat2(
-                nix::fcntl::AT_FDCWD,
-                path,
-                nix::fcntl::AT_FDCWD,
-                &aside,
-                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-            ) {
-                Ok(()) => {
-                    moved = Some(aside);
-                    break;
-                }
-                Err(nix::Error::EEXIST) => continue,
-                Err(_) => break,
-            }
-        }
-        let what = match moved {
-            Some(aside) => format!("moved to {}", aside.display()),
-            None => {
-                let removed = match std::fs::symlink_metadata(path) {
-                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-                    Ok(_) => std::fs::remove_file(path),
-                    Err(_) => Ok(()),
-                };
-                match removed {
-                    Ok(()) => "removed".to_string(),
-                    Err(e) => format!("could not be removed ({e}): remove it by hand"),
-                }
-            }
-        };
+        let what = end_and_move_aside(path, true);
         eprintln!(
             "warden: blocked: {} appeared in a protected git dir (git would take hooks and \
              config from where it points); {what}; the sandbox was ended",
@@ -270,5 +235,48 @@ impl LateMasks {
         self.check(guarded, |p| {
             overflow || p.wd.is_none_or(|wd| fired.contains(&wd))
         });
+    }
+}
+
+/// Ends the sandbox (SIGKILL to every process of its pid namespace but pid 1) and moves
+/// `path` aside under a fresh name (`RENAME_NOREPLACE`); when that fails, removes it if
+/// `remove_if_stuck` (never for what may be the user's own). Says which, for the message.
+pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
+    // First stop the command (pid 1 of the namespace: -1 reaches every other process).
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    let mut moved = None;
+    for n in 0..100u32 {
+        let mut aside = path.as_os_str().to_os_string();
+        aside.push(format!(".warden-blocked-{n}"));
+        let aside = std::path::PathBuf::from(aside);
+        match nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            path,
+            nix::fcntl::AT_FDCWD,
+            &aside,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => {
+                moved = Some(aside);
+                break;
+            }
+            Err(nix::Error::EEXIST) => continue,
+            Err(_) => break,
+        }
+    }
+    match moved {
+        Some(aside) => format!("moved to {}", aside.display()),
+        None if !remove_if_stuck => "it could not be moved aside: look at it".to_string(),
+        None => {
+            let removed = match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+                Ok(_) => std::fs::remove_file(path),
+                Err(_) => Ok(()),
+            };
+            match removed {
+                Ok(()) => "removed".to_string(),
+                Err(e) => format!("could not be removed ({e}): remove it by hand"),
+            }
+        }
     }
 }
