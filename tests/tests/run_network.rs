@@ -1872,3 +1872,75 @@ fn a_settings_edit_applies_to_the_running_sandbox_and_a_broken_one_is_rejected()
     );
     assert_eq!(paths(&http), ["/after", "/broken"]);
 }
+
+/// With `warden.limits.memoryMax`, the proxy holds only as many connections open as fit in
+/// the limit (16 at 64 MiB): a command opening tunnels by the hundred and never reading them
+/// cannot make warden's upstream sockets take gigabytes of the host's memory outside the
+/// sandbox's cgroup. Counted at the server: connections open at once.
+#[test]
+fn under_a_memory_limit_the_proxy_holds_a_bounded_number_of_connections() {
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    let env = TestEnv::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let open = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    {
+        let (open, peak) = (open.clone(), peak.clone());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for s in listener.incoming().flatten() {
+                let n = open.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(n, Ordering::SeqCst);
+                held.push(s); // never closed, never answered: the command never reads
+            }
+        });
+    }
+    let settings = env.write_settings(
+        "limited.json",
+        r#"{"network": {"allowedDomains": ["127.0.0.1"]}, "warden": {"limits": {"memoryMax": 67108864}}}"#,
+    );
+    let script = format!(
+        r#"{py} - <<'EOF'
+import socket, time
+socks = []
+ok = 0
+for i in range(40):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n")
+    socks.append(s)
+for s in socks:
+    s.settimeout(0.3)
+    try:
+        if s.recv(64).startswith(b"HTTP/1.1 200"):
+            ok += 1
+    except OSError:
+        pass
+print("tunnels", ok, flush=True)
+EOF"#,
+        py = netns::python3().display(),
+    );
+    let out = env.run([
+        "run",
+        "--settings",
+        settings.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let tunnels: usize = out
+        .stdout
+        .trim()
+        .strip_prefix("tunnels ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out:?}"));
+    let peak = peak.load(Ordering::SeqCst);
+    // 16 permits; one may still be held by a client connection whose tunnel the proxy is
+    // setting up when the command stops waiting.
+    assert!((12..=16).contains(&tunnels), "{tunnels} tunnels: {out:?}");
+    assert!(peak <= 16, "{peak} connections open at once at the server");
+}

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::Mutex;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -95,7 +95,7 @@ pub const TUNNEL_BUFFER: usize = 64 * 1024;
 
 /// Serves HTTP proxy clients accepted on `listener` until the process ends.
 pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
-    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let limit = proxy.connections.clone();
     loop {
         let Ok(permit) = limit.clone().acquire_owned().await else {
             return;
@@ -110,11 +110,14 @@ pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
         };
         let proxy = proxy.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            // Held by the connection and by a tunnel it becomes: hyper ends the connection's
+            // task at the upgrade, while the tunnel lives on in its own.
+            let permit = Arc::new(permit);
             let _ = stream.set_nodelay(true);
             let upstream: Arc<Mutex<Option<Upstream>>> = Arc::new(Mutex::new(None));
-            let service =
-                hyper::service::service_fn(move |req| handle(proxy.clone(), upstream.clone(), req));
+            let service = hyper::service::service_fn(move |req| {
+                handle(proxy.clone(), upstream.clone(), permit.clone(), req)
+            });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(30))
@@ -140,13 +143,14 @@ struct Upstream {
 async fn handle(
     proxy: Arc<Proxy>,
     upstream: Arc<Mutex<Option<Upstream>>>,
+    permit: Arc<tokio::sync::OwnedSemaphorePermit>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     if let Some(denied) = check_token(&proxy, req.headers()) {
         return Ok(denied);
     }
     Ok(if req.method() == Method::CONNECT {
-        connect(proxy, req).await
+        connect(proxy, permit, req).await
     } else {
         forward(proxy, upstream, req).await
     })
@@ -188,7 +192,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn connect(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
+async fn connect(
+    proxy: Arc<Proxy>,
+    permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let Some((host, port)) = authority(req.uri(), None) else {
         return bad_request(
             &proxy,
@@ -206,6 +214,7 @@ async fn connect(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
         Err(r) => return refusal(&r),
     };
     tokio::spawn(async move {
+        let _permit = permit;
         let super::Opened {
             mut stream,
             event,

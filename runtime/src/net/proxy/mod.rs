@@ -81,13 +81,64 @@ pub struct Proxy {
     pub config: ProxyConfig,
     /// `config.guard`, following the live policy's address rules.
     guard: crate::net::guard::LiveGuard,
+    /// Client connections the sandbox may hold open at once, over both listeners.
+    pub connections: Arc<tokio::sync::Semaphore>,
+    /// The receive buffer of each upstream socket, when the sandbox has a memory limit.
+    upstream_rcvbuf: Option<usize>,
+}
+
+/// Memory one proxied connection may take on the host when the sandbox has a memory limit:
+/// the upstream socket's receive buffer ([`LIMITED_RCVBUF`], which the kernel doubles for its
+/// bookkeeping), a splice pipe and the unix socket's buffers. Without a limit an upstream
+/// socket's buffer grows with TCP autotuning (up to `net.ipv4.tcp_rmem`'s maximum, 32 MiB
+/// here) while the command leaves it unread — outside the sandbox's cgroup.
+pub const PER_CONNECTION_MEMORY: u64 = 4 << 20;
+/// The upstream receive buffer under a memory limit: ~1 MiB of TCP window, ~170 Mbit/s per
+/// connection at 50 ms of round trip.
+pub const LIMITED_RCVBUF: usize = 1 << 20;
+
+/// How many client connections the sandbox may hold open through the proxy, and the
+/// upstream receive buffer: with `warden.limits.memoryMax`, as many as fit in it at
+/// [`PER_CONNECTION_MEMORY`] each (at least 16), so the proxy's share of the host's memory
+/// follows the limit the user set; without one, 2 × [`http::MAX_CONNECTIONS`] and autotuned
+/// buffers (the command is not memory-limited either).
+pub fn connection_budget(memory_max: Option<u64>) -> (usize, Option<usize>) {
+    match memory_max {
+        Some(m) => {
+            let n = (m / PER_CONNECTION_MEMORY).clamp(16, 2 * http::MAX_CONNECTIONS as u64);
+            (n as usize, Some(LIMITED_RCVBUF))
+        }
+        None => (2 * http::MAX_CONNECTIONS, None),
+    }
 }
 
 impl Proxy {
     pub fn new(config: ProxyConfig) -> Arc<Proxy> {
         let guard =
             crate::net::guard::LiveGuard::following(config.guard.clone(), config.policy.clone());
-        Arc::new(Proxy { config, guard })
+        let (max, upstream_rcvbuf) =
+            connection_budget(config.policy.get().effective.u64("warden.limits.memoryMax"));
+        Arc::new(Proxy {
+            config,
+            guard,
+            connections: Arc::new(tokio::sync::Semaphore::new(max)),
+            upstream_rcvbuf,
+        })
+    }
+
+    /// A TCP connection to `addr` from the host, its receive buffer bounded under a memory
+    /// limit ([`connection_budget`]).
+    async fn connect_tcp(&self, addr: SocketAddr) -> std::io::Result<TcpStream> {
+        let Some(size) = self.upstream_rcvbuf else {
+            return TcpStream::connect(addr).await;
+        };
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_recv_buffer_size(u32::try_from(size).unwrap_or(u32::MAX))?;
+        socket.connect(addr).await
     }
 
     /// The policy's verdict for `host_text:port` as the client named it.
@@ -227,7 +278,7 @@ impl Proxy {
         let mut last_error = String::new();
         for ip in allowed {
             let addr = SocketAddr::new(ip, port);
-            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            match tokio::time::timeout(CONNECT_TIMEOUT, self.connect_tcp(addr)).await {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
                     let mut event = event;
@@ -289,7 +340,7 @@ impl Proxy {
             let stream = if tunnel {
                 crate::net::upstream::connect_via(parent, addr, &target).await
             } else {
-                match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+                match tokio::time::timeout(CONNECT_TIMEOUT, self.connect_tcp(addr)).await {
                     Ok(r) => r,
                     Err(_) => Err(std::io::Error::other("timed out")),
                 }

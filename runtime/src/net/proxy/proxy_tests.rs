@@ -432,3 +432,18 @@ fn a_written_port_that_is_not_valid_is_refused_not_defaulted() {
     assert_eq!(a("http://h.test:0/x"), None);
     assert_eq!(a("http://[::1]:0/x"), None);
 }
+
+#[test]
+fn the_connection_budget_follows_the_memory_limit() {
+    assert_eq!(connection_budget(None), (2 * http::MAX_CONNECTIONS, None));
+    assert_eq!(
+        connection_budget(Some(64 << 20)),
+        (16, Some(LIMITED_RCVBUF))
+    );
+    assert_eq!(connection_budget(Some(1 << 20)), (16, Some(LIMITED_RCVBUF)));
+    assert_eq!(connection_budget(Some(4 << 30)).0, 1024);
+    assert_eq!(
+        connection_budget(Some(u64::MAX)).0,
+        2 * http::MAX_CONNECTIONS
+    );
+}

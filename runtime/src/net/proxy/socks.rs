@@ -11,14 +11,13 @@ use fast_socks5::{ReplyError, Socks5Command};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 
 /// Time a client has to finish the handshake and send its command.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves SOCKS5 clients accepted on `listener` until the process ends.
 pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
-    let limit = Arc::new(Semaphore::new(super::http::MAX_CONNECTIONS));
+    let limit = proxy.connections.clone();
     loop {
         let Ok(permit) = limit.clone().acquire_owned().await else {
             return;
