@@ -321,6 +321,22 @@ esac"#,
         r#"{"warden": {"hooks": {"beforeCommand": "hook.sh"}}}"#,
     );
     let hook = s(&env.project().join(".warden/hook.sh"));
+    // A project's own hook runs on the host: only once the user trusts the project.
+    let out = env.run(["check", "--command", "ls -la"]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(
+        out.stderr.contains("`warden.hooks.beforeCommand`")
+            && out.stderr.contains("warden.trustedProjects"),
+        "{out:?}"
+    );
+    assert!(!seen.exists(), "the untrusted project's hook ran");
+    env.write_settings(
+        "home/.config/warden/settings.json",
+        &format!(
+            r#"{{"warden": {{"trustedProjects": [{:?}]}}}}"#,
+            s(&env.project())
+        ),
+    );
 
     let out = env.run(["check", "--command", "ls -la"]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -618,4 +634,49 @@ fn tool_policy_settings_allow_external_and_deny() {
         out.stderr.contains("`warden.tools.deny` entry \"mcp__[\""),
         "{out:?}"
     );
+}
+
+/// A cloned repository's own `.warden/settings.json` may narrow the sandbox and add domains,
+/// not widen it: pointing the violations file at `~/.bashrc` (records carry command lines the
+/// sandboxed command chose), writing outside the project or releasing `.git/config` is
+/// refused until the user trusts the project — and the project cannot trust itself.
+#[test]
+fn an_untrusted_projects_settings_cannot_widen_the_sandbox() {
+    let env = TestEnv::new();
+    let bashrc = env.home().join(".bashrc");
+    std::fs::write(&bashrc, "# rc\n").unwrap();
+    for (json, key) in [
+        (
+            r#"{"warden": {"audit": {"violationsFile": "~/.bashrc"}, "trustedProjects": ["."]}}"#,
+            "`warden.audit.violationsFile`",
+        ),
+        (
+            r#"{"filesystem": {"allowWrite": ["~/.config"]}}"#,
+            "`filesystem.allowWrite` outside the project (~/.config)",
+        ),
+        (
+            r#"{"filesystem": {"allowGitConfig": true}}"#,
+            "`filesystem.allowGitConfig`",
+        ),
+    ] {
+        env.write_settings("project/.warden/settings.json", json);
+        let out = env.run([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "touch /etc/x 2>/dev/null; echo ran",
+        ]);
+        assert_eq!(out.code, 125, "{json}: {out:?}");
+        assert!(out.stderr.contains(key), "{json}: {out:?}");
+        assert!(!out.stdout.contains("ran"), "{json}: {out:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# rc\n");
+    // Narrowing, domains and writable paths inside the project are fine.
+    env.write_settings(
+        "project/.warden/settings.json",
+        r#"{"filesystem": {"denyRead": ["secret"], "allowWrite": ["build"]}, "network": {"allowedDomains": ["example.com"]}}"#,
+    );
+    let out = env.run(["check", "--domain", "example.com"]);
+    assert_eq!(out.code, 0, "{out:?}");
 }

@@ -768,6 +768,14 @@ fn the_before_command_hook_cannot_be_rewritten_from_the_sandbox() {
         &project.join(".warden/settings.json"),
         r#"{"warden": {"hooks": {"beforeCommand": "../scripts/hook.sh"}}}"#,
     );
+    // A project's own hook needs the user's trust (docs/policy.md).
+    env.write_settings(
+        "home/.config/warden/settings.json",
+        &format!(
+            r#"{{"warden": {{"trustedProjects": [{:?}]}}}}"#,
+            project.display().to_string()
+        ),
+    );
     let out = sh(
         &env,
         &project,

@@ -145,6 +145,7 @@ impl PolicyArgs {
             push(Layer::Cli, u16::try_from(i).unwrap_or(u16::MAX), f, true)?;
         }
         push(Layer::Managed, 0, &paths.managed, false)?;
+        untrusted_project_check(&layers, &paths.project, &cwd, &home, &paths.user)?;
         let tmpdir = self.tmpdir.clone().or_else(|| {
             (std::env::var_os("IS_SANDBOX").is_some_and(|v| v == "1"))
                 .then(|| std::env::var_os("TMPDIR").map(PathBuf::from))
@@ -160,6 +161,42 @@ impl PolicyArgs {
         };
         Ok((layers, context))
     }
+}
+
+/// Refuses (exit 125) a project layer that widens the sandbox while the project is not
+/// trusted ([`crate::policy::trust`]).
+fn untrusted_project_check(
+    layers: &[LayerInput],
+    project_file: &std::path::Path,
+    cwd: &std::path::Path,
+    home: &std::path::Path,
+    user_file: &std::path::Path,
+) -> anyhow::Result<()> {
+    use crate::policy::trust;
+    let Some(project) = layers.iter().find(|l| l.provenance.layer == Layer::Project) else {
+        return Ok(());
+    };
+    let real = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    if trust::is_trusted(layers, cwd, home) || trust::is_trusted(layers, &real, home) {
+        return Ok(());
+    }
+    let value = serde_json::to_value(&project.settings).unwrap_or_default();
+    let refused = trust::refused_keys(&value, cwd);
+    if refused.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{file} sets {keys}: a project's own settings may only narrow the sandbox, add \
+         `allowedDomains` and writable paths inside the project until you trust it (a \
+         repository must not hand itself the sandbox's keys). Trust it by adding \
+         \"{dir}\" to `{key}` in {user} (or --settings / managed settings), or move these \
+         settings there",
+        file = project_file.display(),
+        keys = refused.join(", "),
+        dir = cwd.display(),
+        key = trust::TRUSTED_PROJECTS,
+        user = user_file.display(),
+    )
 }
 
 /// Configuration no sandbox may write, by absolute path: warden's user settings directory,

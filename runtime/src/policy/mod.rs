@@ -19,6 +19,7 @@ pub mod path;
 pub mod settings;
 pub mod shell;
 pub mod tool;
+pub mod trust;
 
 pub use decision::{Decision, Layer, Provenance, ReasonKind, Rule, RuleRef, Verdict};
 pub use settings::SandboxSettings;

@@ -174,6 +174,13 @@ pub struct WardenSettings {
     /// Which agent tools may run, by the side effects they declare (`warden check --tool`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolSettings>,
+    /// Project directories (absolute or `~/…`; a directory trusts everything below it) whose
+    /// own `.warden/settings.json` may widen the sandbox. Untrusted, a project's settings may
+    /// only narrow it, add `allowedDomains` and writable paths inside the project
+    /// (docs/policy.md). Read from the user, `--settings` and managed layers, never from the
+    /// project's own file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trusted_projects: Option<Vec<String>>,
 }
 
 /// warden's network additions (`warden.network`).
