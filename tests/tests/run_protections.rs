@@ -539,7 +539,18 @@ fn a_commondir_the_command_creates_in_a_git_dir_ends_the_sandbox() {
     assert_eq!(out.code, 137, "{out:?}");
     assert!(out.stderr.contains("the sandbox was ended"), "{out:?}");
     assert!(!project.join(".git/commondir").exists());
-    assert!(project.join(".git/commondir.warden-blocked-1").is_file());
+    // Moved into a directory of its own under an unguessable name.
+    let moved: Vec<_> = std::fs::read_dir(project.join(".git"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with("commondir.warden-blocked-") && n != "commondir.warden-blocked-0"
+        })
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert!(moved[0].join("commondir").is_file(), "{moved:?}");
     // A submodule's git dir, through a rename.
     let script = "echo \"$PWD/evil\" > .git/modules/sub/commondir.tmp && \
                   mv .git/modules/sub/commondir.tmp .git/modules/sub/commondir; sleep 5; echo survived";
@@ -944,4 +955,39 @@ time.sleep(0.5)
             }
         }
     }
+}
+
+/// The user's own `.claude` removed on the host during the run (`rm -rf`, a checkout that
+/// drops it) while the command waits to rename its own in: the command's copy must not end
+/// up kept as the user's.
+#[test]
+fn a_protected_directory_the_host_removes_cannot_be_replaced_by_the_command() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".claude/settings.json"), "{\"user\": true}\n");
+    let script = r#"
+import os, time
+os.makedirs("evil", exist_ok=True)
+open("evil/settings.json", "w").write('{"hooks": "EVIL"}')
+open("started", "w").close()
+end = time.time() + 4
+while time.time() < end:
+    try:
+        os.rename("evil", ".claude")
+        print("renamed", flush=True)
+        break
+    except OSError:
+        pass
+time.sleep(0.5)
+"#;
+    let child = start(&env, &project, &[], "python3", script);
+    wait_for(&project.join("started"));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::fs::remove_dir_all(project.join(".claude")).unwrap();
+    let (stdout, stderr) = finish(child);
+    let kept = std::fs::read_to_string(project.join(".claude/settings.json")).unwrap_or_default();
+    assert!(
+        !kept.contains("EVIL"),
+        "the command's .claude was kept: {stdout}\n{stderr}"
+    );
 }

@@ -211,9 +211,9 @@ fn supervise_polling(
                     Restored::Suspect => {
                         let what = super::watch::end_and_move_aside(&path, false);
                         eprintln!(
-                            "warden: blocked: warden's placeholder {} was removed on the host \
-                             and something took its name before it could be reserved again \
-                             (the command may have made it); {what}; the sandbox was ended",
+                            "warden: blocked: the protected {} was removed on the host and \
+                             something took its name before it could be reserved again (the \
+                             command may have made it); {what}; the sandbox was ended",
                             path.display()
                         );
                     }

@@ -355,9 +355,9 @@ pub enum Restored {
     /// The entry was gone; a fresh placeholder took its name before the command could, and
     /// the protection is back on it.
     Reserved,
-    /// A warden placeholder was removed on the host and something else now has its name:
-    /// the command may have made it (it races the restore), so the sandbox must end and the
-    /// entry be moved aside.
+    /// A warden placeholder or a protected directory was removed on the host and something
+    /// else now has its name: the command may have made it (it races the restore), so the
+    /// sandbox must end and the entry be moved aside.
     Suspect,
     /// Could not be put back (reported once; tried again later).
     Failed(MountError),
@@ -489,7 +489,13 @@ pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Restored)> {
                     expect = Some(now.ino);
                     outcome = Restored::Reserved;
                 }
-                Ok(None) if r.placeholder => {
+                // Something holds the name. A new entry in place of warden's placeholder, or
+                // of a protected *directory* (`rm -rf .claude`, a checkout that drops
+                // `.vscode`; hosts do not swap directories in one rename), may be the
+                // command's: it races the restore. A protected file replaced by the host's
+                // editor or `git` (write aside, rename over — no moment without the name) is
+                // taken to be the host's.
+                Ok(None) if r.placeholder || r.dir => {
                     if identity(&g.path) != Some((r.dev, r.ino)) {
                         out.push((g.path.clone(), Restored::Suspect));
                         continue;

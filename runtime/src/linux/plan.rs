@@ -839,6 +839,14 @@ fn find_protected(
             protect_repository(fs, &path, root, allow_git_config, out);
             continue;
         }
+        // A bare repository (`remote.git` beside its clone): a host `git push` runs its hooks.
+        if kind == Some(FileKind::Dir)
+            && fs.kind(&path.join("HEAD")) == Some(FileKind::File)
+            && crate::policy::mandatory::is_git_dir(fs, &path)
+        {
+            protect_repository(fs, &path, &path, allow_git_config, out);
+            continue;
+        }
         if depth > 1
             && kind == Some(crate::policy::fsview::FileKind::Dir)
             && !SEARCH_SKIP.contains(&name)

@@ -782,3 +782,18 @@ fn a_submodule_git_dir_without_hooks_gets_a_placeholder() {
         "{ro:?}"
     );
 }
+
+#[test]
+fn a_bare_repository_inside_a_writable_root_keeps_hooks_and_config_read_only() {
+    let mut fs = fs();
+    fs.file("/w/remote.git/HEAD", "ref: refs/heads/main\n")
+        .file("/w/remote.git/config", "[core]\n\tbare = true\n")
+        .dir("/w/remote.git/hooks")
+        .dir("/w/remote.git/objects")
+        .dir("/w/remote.git/refs");
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    let ro = read_only_of(&plan);
+    for p in ["/w/remote.git/hooks", "/w/remote.git/config"] {
+        assert!(ro.contains(&PathBuf::from(p)), "{p}: {ro:?}");
+    }
+}

@@ -244,11 +244,17 @@ impl LateMasks {
 pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
     // First stop the command (pid 1 of the namespace: -1 reaches every other process).
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    // Into a directory made for it under an unguessable name: names the command could
+    // prepare in advance (`NAME.warden-blocked-0` … `-99`) must not keep the entry in place.
     let mut moved = None;
-    for n in 0..100u32 {
-        let mut aside = path.as_os_str().to_os_string();
-        aside.push(format!(".warden-blocked-{n}"));
-        let aside = std::path::PathBuf::from(aside);
+    for _ in 0..16 {
+        let mut dir = path.as_os_str().to_os_string();
+        dir.push(format!(".warden-blocked-{:016x}", random_u64()));
+        let dir = std::path::PathBuf::from(dir);
+        if std::fs::create_dir(&dir).is_err() {
+            continue;
+        }
+        let aside = dir.join(path.file_name().unwrap_or_default());
         match nix::fcntl::renameat2(
             nix::fcntl::AT_FDCWD,
             path,
@@ -260,8 +266,14 @@ pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> Stri
                 moved = Some(aside);
                 break;
             }
-            Err(nix::Error::EEXIST) => continue,
-            Err(_) => break,
+            Err(nix::Error::EEXIST) => {
+                let _ = std::fs::remove_dir(&dir);
+                continue;
+            }
+            Err(_) => {
+                let _ = std::fs::remove_dir(&dir);
+                break;
+            }
         }
     }
     match moved {
@@ -278,5 +290,19 @@ pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> Stri
                 Err(e) => format!("could not be removed ({e}): remove it by hand"),
             }
         }
+    }
+}
+
+/// 64 random bits from the kernel (getrandom), or the clock if that fails.
+fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` is valid for 8 bytes of writes; getrandom writes at most that many.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(buf)
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
     }
 }

@@ -77,11 +77,18 @@ pub const HOME_STARTUP_FILES: &[&str] = &[
     ".npmrc",
     ".cargo/config",
     ".cargo/config.toml",
+    ".gdbinit",
+    ".lldbinit",
+    ".Rprofile",
+    ".irbrc",
+    ".pryrc",
+    ".terraformrc",
 ];
 
 /// Directories in the home directory whose contents run on the host: on `PATH` (`.local/bin`,
 /// `.cargo/bin`), sourced by shells (`.bashrc.d`, `.oh-my-zsh`, fish's config), started by
-/// the session (`autostart`, systemd user units, `environment.d`), editor plugins.
+/// the session (`autostart`, systemd user units, `environment.d`), editor plugins, Python's
+/// user site-packages, and tools' configs that name programs to run.
 pub const HOME_STARTUP_DIRS: &[&str] = &[
     ".local/bin",
     ".cargo/bin",
@@ -94,6 +101,19 @@ pub const HOME_STARTUP_DIRS: &[&str] = &[
     ".vim",
     ".config/nvim",
     ".emacs.d",
+    // Python's `.pth` files in user site-packages run on every interpreter start.
+    ".local/lib",
+    ".config/tmux",
+    ".config/gdb",
+    ".config/direnv",
+    ".config/Code",
+    ".ipython",
+    // Tools' configs that name programs to run: `credential_process`, kubeconfig `exec`
+    // plugins, docker credential helpers, gpg-agent's `pinentry-program`.
+    ".aws",
+    ".kube",
+    ".docker",
+    ".gnupg",
 ];
 
 /// What a protection hit is, for reasons and rule references.
