@@ -991,3 +991,52 @@ time.sleep(0.5)
         "the command's .claude was kept: {stdout}\n{stderr}"
     );
 }
+
+/// The command may use git (the index and objects are writable), but an index entry named
+/// `../.bashrc` or `.git/hooks/…` would make the host's next `git checkout -- .` write
+/// outside the sandbox. pid 1 checks each index the command writes; a poisoned one ends the
+/// sandbox and is moved aside.
+#[test]
+fn a_poisoned_git_index_ends_the_sandbox_and_never_reaches_the_hosts_git() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(&project)
+            .args(args)
+            .env("HOME", env.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    let script = r#"
+import hashlib, subprocess
+open("AAAAAAAAAA", "w").write("echo pwned\n")
+subprocess.run(["git", "add", "AAAAAAAAAA"], check=True)
+data = bytearray(open(".git/index", "rb").read())
+i = data.index(b"AAAAAAAAAA")
+data[i:i + 10] = b"../.bashrc"
+body = bytes(data[:-20])
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+import time
+time.sleep(2)
+print("survived", flush=True)
+"#;
+    let out = sh(&env, &project, &[], &format!("python3 -c '{script}'"));
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(out.stderr.contains("git index"), "{out:?}");
+    let index = std::fs::read(project.join(".git/index")).unwrap_or_default();
+    assert!(
+        !index.windows(10).any(|w| w == b"../.bashrc"),
+        "the poisoned index was left for the host's git"
+    );
+    // And an ordinary `git add`/`commit` inside is fine.
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        "echo hi > ok.txt && git add ok.txt && git -c user.email=t@t -c user.name=t commit -qm ok && echo committed",
+    );
+    assert!(out.stdout.contains("committed"), "{out:?}");
+}

@@ -17,6 +17,7 @@ pub mod cgroup;
 #[cfg(test)]
 pub(crate) mod child_probe;
 pub mod clone;
+pub mod gitindex;
 pub mod harden;
 pub mod init;
 pub mod janitor;

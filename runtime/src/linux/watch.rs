@@ -1,5 +1,6 @@
 //! What pid 1 watches while the command runs, besides its mount table
-//! ([`super::mount::restore`]): entries that must not appear in protected git dirs, and
+//! ([`super::mount::restore`]): entries that must not appear in protected git dirs, the git
+//! index the command writes there ([`super::gitindex`]), and
 //! `denyRead` paths that did not exist when the sandbox started. Both with inotify, set up
 //! before the command exists.
 
@@ -38,9 +39,14 @@ impl Forbidden {
                 w.2.push(name.to_os_string());
                 continue;
             }
-            if let Ok(wd) =
-                inotify.add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
-            {
+            // IN_CLOSE_WRITE too: the git dir's `index`, written in place or renamed over
+            // from `index.lock`, is checked each time ([`super::gitindex`]).
+            if let Ok(wd) = inotify.add_watch(
+                dir,
+                AddWatchFlags::IN_CREATE
+                    | AddWatchFlags::IN_MOVED_TO
+                    | AddWatchFlags::IN_CLOSE_WRITE,
+            ) {
                 watches.push((wd, dir.to_path_buf(), vec![name.to_os_string()]));
             }
         }
@@ -63,6 +69,17 @@ impl Forbidden {
                 continue;
             }
             let Some(name) = &event.name else { continue };
+            if name == "index"
+                && event.mask.intersects(
+                    nix::sys::inotify::AddWatchFlags::IN_CLOSE_WRITE
+                        | nix::sys::inotify::AddWatchFlags::IN_MOVED_TO,
+                )
+            {
+                if let Some((_, dir, _)) = self.watches.iter().find(|(wd, _, _)| *wd == event.wd) {
+                    check_index(&dir.join(name));
+                }
+                continue;
+            }
             if let Some((_, dir, _)) = self
                 .watches
                 .iter()
@@ -236,6 +253,21 @@ impl LateMasks {
             overflow || p.wd.is_none_or(|wd| fired.contains(&wd))
         });
     }
+}
+
+/// A git index the command wrote: if the host's git must not trust it, the sandbox ends and
+/// the index is moved aside (the host's `git status` then shows every file as new; `git
+/// reset` rebuilds the index from the last commit).
+fn check_index(path: &std::path::Path) {
+    let Some(why) = super::gitindex::problem(path) else {
+        return;
+    };
+    let what = end_and_move_aside(path, false);
+    eprintln!(
+        "warden: blocked: the command wrote a git index the host's git must not trust ({why}: \
+         a checkout would write that path outside the sandbox); {what}; the sandbox was ended \
+         (`git reset` rebuilds the index)",
+    );
 }
 
 /// Ends the sandbox (SIGKILL to every process of its pid namespace but pid 1) and moves
