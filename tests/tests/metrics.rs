@@ -554,3 +554,28 @@ fn approvals_are_counted_by_kind_and_decision() {
     );
     assert_eq!(next.stdout, "200\n403\n", "{next:?}");
 }
+
+/// The metrics file is written at the end of the run, often into the writable working
+/// directory: a command that swaps its directory for a symlink must not make warden write
+/// there (0644, a file name the user chose) — warden writes into the directory it opened at
+/// the start.
+#[test]
+fn the_metrics_file_is_not_written_through_a_directory_the_command_swapped() {
+    let env = TestEnv::new();
+    let other = env.root().join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::create_dir_all(env.project().join("m")).unwrap();
+    let file = env.project().join("m/warden.prom");
+    let out = run(
+        &env,
+        &["--metrics-file", file.to_str().unwrap()],
+        &format!("mv m m.old && ln -s {} m && echo swapped", other.display()),
+    );
+    assert!(out.stdout.contains("swapped"), "{out:?}");
+    assert!(
+        !other.join("warden.prom").exists(),
+        "written through the symlink"
+    );
+    let text = std::fs::read_to_string(env.project().join("m.old/warden.prom")).unwrap();
+    assert!(text.contains("warden_sandbox_starts_total"), "{text}");
+}

@@ -693,7 +693,75 @@ impl Metrics {
     /// Writes [`Metrics::prometheus_text`] to `path` atomically: a temporary file in the same
     /// directory, mode 0644 (node_exporter usually runs as another user), renamed over `path`.
     pub fn write_file(&self, path: &Path) -> Result<(), MetricsError> {
+        let target = OutputFile::open(path)?;
+        self.write_to(&target)
+    }
+
+    /// [`Metrics::write_file`] into a directory opened earlier ([`OutputFile::open`]): the
+    /// file is often in the sandbox's writable working directory, and a command that swapped
+    /// the directory for a symlink must not make warden write (0644) wherever it points.
+    pub fn write_to(&self, target: &OutputFile) -> Result<(), MetricsError> {
         let text = self.prometheus_text()?;
+        let err = |source| MetricsError::File {
+            path: target.path.clone(),
+            source,
+        };
+        let dir = &target.dir;
+        let mut tmp_name = None;
+        let mut file = None;
+        for n in 0..100u32 {
+            let name = format!(".warden-metrics-{}-{n}", std::process::id());
+            match nix::fcntl::openat(
+                dir,
+                name.as_str(),
+                nix::fcntl::OFlag::O_CREAT
+                    | nix::fcntl::OFlag::O_EXCL
+                    | nix::fcntl::OFlag::O_WRONLY
+                    | nix::fcntl::OFlag::O_NOFOLLOW
+                    | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::from_bits_truncate(0o600),
+            ) {
+                Ok(fd) => {
+                    file = Some(std::fs::File::from(fd));
+                    tmp_name = Some(name);
+                    break;
+                }
+                Err(nix::Error::EEXIST) => continue,
+                Err(e) => return Err(err(e.into())),
+            }
+        }
+        let (Some(mut f), Some(tmp)) = (file, tmp_name) else {
+            return Err(err(std::io::Error::other("no free temporary name")));
+        };
+        let written = f
+            .write_all(text.as_bytes())
+            .and_then(|()| f.sync_all())
+            .and_then(|()| set_readable(&f))
+            .and_then(|()| {
+                nix::fcntl::renameat(dir, tmp.as_str(), dir, target.name.as_os_str())
+                    .map_err(std::io::Error::from)
+            });
+        if let Err(e) = written {
+            let _ =
+                nix::unistd::unlinkat(dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+            return Err(err(e));
+        }
+        Ok(())
+    }
+}
+
+/// Where the metrics file goes: its directory, opened when the run starts, and its name.
+#[derive(Debug)]
+pub struct OutputFile {
+    path: PathBuf,
+    dir: std::fs::File,
+    name: std::ffi::OsString,
+}
+
+impl OutputFile {
+    /// Opens `path`'s directory now (following symlinks the user wrote, before the sandbox
+    /// exists).
+    pub fn open(path: &Path) -> Result<OutputFile, MetricsError> {
         let err = |source| MetricsError::File {
             path: path.to_path_buf(),
             source,
@@ -702,15 +770,21 @@ impl Metrics {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".warden-metrics-")
-            .tempfile_in(dir)
+        let name = path
+            .file_name()
+            .ok_or_else(|| err(std::io::Error::other("names no file")))?
+            .to_os_string();
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(dir)
             .map_err(err)?;
-        tmp.write_all(text.as_bytes()).map_err(err)?;
-        tmp.as_file().sync_all().map_err(err)?;
-        set_readable(tmp.as_file()).map_err(err)?;
-        tmp.persist(path).map_err(|e| err(e.error))?;
-        Ok(())
+        Ok(OutputFile {
+            path: path.to_path_buf(),
+            dir,
+            name,
+        })
     }
 }
 
@@ -1011,7 +1085,7 @@ pub fn listen_addr(text: &str, allow_remote: bool) -> Result<SocketAddr, Metrics
 /// The run's metrics and their outputs.
 pub struct Exporter {
     metrics: Arc<Metrics>,
-    file: Option<PathBuf>,
+    file: Option<OutputFile>,
     listener: Option<std::net::TcpListener>,
     server: Option<Server>,
 }
@@ -1063,11 +1137,12 @@ impl Exporter {
             }
             None => None,
         };
+        let file = request.file.as_deref().map(OutputFile::open).transpose()?;
         let metrics = Arc::new(Metrics::with_labels(&request.labels));
         install(metrics.clone());
         Ok(Exporter {
             metrics,
-            file: request.file,
+            file,
             listener,
             server: None,
         })
@@ -1101,7 +1176,7 @@ impl Exporter {
             server.stop();
         }
         match &self.file {
-            Some(path) => self.metrics.write_file(path),
+            Some(target) => self.metrics.write_to(target),
             None => Ok(()),
         }
     }
