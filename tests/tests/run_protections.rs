@@ -1040,3 +1040,46 @@ print("survived", flush=True)
     );
     assert!(out.stdout.contains("committed"), "{out:?}");
 }
+
+/// A missing denyRead path whose directory the host moves away and makes again
+/// (`mv dir dir.old; mkdir dir`) before writing it, and one the host creates as a symlink
+/// (stow-style dotfiles): both masked all the same.
+#[test]
+fn a_late_deny_read_path_behind_a_moved_directory_or_a_symlink_is_masked() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let s = env.root().join("S");
+    std::fs::create_dir_all(s.join("dir")).unwrap();
+    let key = s.join("dir/key");
+    let aws = s.join("aws");
+    let dotfiles = env.root().join("dotfiles/aws");
+    let script = format!(
+        "touch started; while [ ! -e go ]; do sleep 0.05; done; \
+         cat {key} {creds} 2>&1; echo finished",
+        key = key.display(),
+        creds = aws.join("credentials").display(),
+    );
+    let child = start(
+        &env,
+        &project,
+        &[
+            "--deny-read",
+            key.to_str().unwrap(),
+            "--deny-read",
+            aws.to_str().unwrap(),
+        ],
+        "sh",
+        &script,
+    );
+    wait_for(&project.join("started"));
+    std::fs::rename(s.join("dir"), s.join("dir.old")).unwrap();
+    std::fs::create_dir(s.join("dir")).unwrap();
+    write(&key, "KEY-SECRET\n");
+    write(&dotfiles.join("credentials"), "AWS-SECRET\n");
+    std::os::unix::fs::symlink(&dotfiles, &aws).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::write(project.join("go"), "").unwrap();
+    let (stdout, stderr) = finish(child);
+    assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
+}

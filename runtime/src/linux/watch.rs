@@ -192,9 +192,24 @@ impl LateMasks {
                             p.wd = None;
                             still.push(p);
                         }
-                        // A symlink: what it points to is judged on its own; the name
-                        // stays pending.
+                        // A symlink (the host's `ln -s ~/dotfiles/aws ~/.aws`): what it
+                        // leads to is what the name denies, so that becomes the path to mask
+                        // (the link lies outside the writable roots: only the host can
+                        // repoint it). Dangling: looked at again.
                         None => {
+                            match std::fs::canonicalize(&p.target) {
+                                Ok(real) if real != p.target => {
+                                    eprintln!(
+                                        "warden: {} appeared while the sandbox runs (denyRead) \
+                                         as a link to {}: that is masked",
+                                        p.target.display(),
+                                        real.display()
+                                    );
+                                    p.target = real;
+                                    continue;
+                                }
+                                _ => {}
+                            }
                             p.wd = None;
                             still.push(p);
                         }
@@ -212,9 +227,17 @@ impl LateMasks {
                     still.push(p);
                     break;
                 };
+                // MOVE_SELF/DELETE_SELF: the host moving the watched directory away (`mv dir
+                // dir.old; mkdir dir`) must not leave the watch on the old one.
                 p.wd = self
                     .inotify
-                    .add_watch(&dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+                    .add_watch(
+                        &dir,
+                        AddWatchFlags::IN_CREATE
+                            | AddWatchFlags::IN_MOVED_TO
+                            | AddWatchFlags::IN_MOVE_SELF
+                            | AddWatchFlags::IN_DELETE_SELF,
+                    )
                     .ok();
                 // Look once more (it may have appeared before the watch).
                 if p.wd.is_none()
