@@ -1064,7 +1064,12 @@ impl Violation {
     /// The record's line in the `<sandbox_violations>` block:
     /// `file-write open /etc/x (EROFS) [mount] by sh ×2`.
     pub fn summary_line(&self) -> String {
-        let mut s = format!("{} {} {}", self.kind, self.operation, self.target);
+        let mut s = format!(
+            "{} {} {}",
+            self.kind,
+            self.operation,
+            printable(&self.target)
+        );
         if let Some(e) = &self.errno {
             s.push_str(&format!(" ({})", e.name));
         }
@@ -1072,7 +1077,7 @@ impl Violation {
             s.push_str(&format!(" [{l}]"));
         }
         if let Some(c) = &self.comm {
-            s.push_str(&format!(" by {c}"));
+            s.push_str(&format!(" by {}", printable(c)));
         }
         if self.count > 1 {
             s.push_str(&format!(" ×{}", self.count));
@@ -1315,6 +1320,30 @@ impl Policy {
     pub fn inner(&self) -> &crate::policy::merge::Policy {
         &self.inner
     }
+}
+
+/// `text` safe to print on a line a human or an agent reads: control characters (newlines,
+/// escape sequences, C1 controls) and `<`/`>` become `\xNN`, so a record's path or a process
+/// name the sandboxed command chose cannot end the `<sandbox_violations>` block early, forge
+/// lines after it or drive the terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad =
+        |c: char| c.is_control() || c == '<' || c == '>' || c == '\u{2028}' || c == '\u{2029}';
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("\\x{b:02x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]

@@ -304,6 +304,9 @@ fn accept(
             continue;
         }
         let Ok((stream, _)) = listener.accept() else {
+            // Out of descriptors (a flood of connections): pause rather than spin on the
+            // listener that stays readable.
+            std::thread::sleep(std::time::Duration::from_millis(50));
             continue;
         };
         let _ = stream.set_nonblocking(false);

@@ -400,7 +400,13 @@ impl ViolationRecord {
 
     /// One line for the `<sandbox_violations>` block.
     pub fn summary_line(&self) -> String {
-        let mut s = format!("{} {} {}", self.kind.name(), self.operation, self.target);
+        use crate::api::printable;
+        let mut s = format!(
+            "{} {} {}",
+            self.kind.name(),
+            self.operation,
+            printable(&self.target)
+        );
         if let Some(e) = &self.errno {
             s.push_str(&format!(" ({})", e.name));
         }
@@ -408,7 +414,7 @@ impl ViolationRecord {
             s.push_str(&format!(" [{}]", l.name()));
         }
         if let Some(c) = &self.comm {
-            s.push_str(&format!(" by {c}"));
+            s.push_str(&format!(" by {}", printable(c)));
         }
         if self.count > 1 {
             s.push_str(&format!(" ×{}", self.count));

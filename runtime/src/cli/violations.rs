@@ -102,7 +102,8 @@ fn show(rec: &Value, json: bool) -> String {
     if json {
         return rec.to_string();
     }
-    let s = |k: &str| rec[k].as_str().unwrap_or("").to_string();
+    // Every field as text a terminal shows as it is (the command chose paths and names).
+    let s = |k: &str| crate::api::printable(rec[k].as_str().unwrap_or("")).into_owned();
     let mut line = format!(
         "{} {} {} {}",
         s("time"),
@@ -111,13 +112,13 @@ fn show(rec: &Value, json: bool) -> String {
         s("target")
     );
     if let Some(e) = rec["errno"]["name"].as_str() {
-        line.push_str(&format!(" ({e})"));
+        line.push_str(&format!(" ({})", crate::api::printable(e)));
     }
     if let Some(l) = rec["layer"].as_str() {
-        line.push_str(&format!(" [{l}]"));
+        line.push_str(&format!(" [{}]", crate::api::printable(l)));
     }
     if let Some(c) = rec["comm"].as_str() {
-        line.push_str(&format!(" by {c}"));
+        line.push_str(&format!(" by {}", crate::api::printable(c)));
     }
     if let Some(n) = rec["count"].as_u64().filter(|n| *n > 1) {
         line.push_str(&format!(" ×{n}"));

@@ -282,6 +282,13 @@ impl Sandbox for LinuxSandbox {
             for line in crate::net::service::blocked_summary(&net.events.events()) {
                 eprintln!("{line}");
             }
+            let dropped = net.events.dropped();
+            if dropped > 0 {
+                eprintln!(
+                    "warden: network: {dropped} more network decisions are not in this summary \
+                     (see --violations)"
+                );
+            }
         }
         // Audit (#5): drain the records, report losses, print the annotation last.
         crate::audit::finish();

@@ -82,8 +82,8 @@ impl Violation {
             "{} {} {} [seatbelt] by {}",
             self.kind.name(),
             self.operation,
-            self.target,
-            self.comm
+            crate::api::printable(&self.target),
+            crate::api::printable(&self.comm)
         );
         if self.count > 1 {
             s.push_str(&format!(" ×{}", self.count));

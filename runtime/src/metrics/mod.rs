@@ -1207,20 +1207,34 @@ fn serve(
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                     return;
                 };
+                // Scrapers are few: a bounded number of connections at once, each with a
+                // deadline, and a pause after a failed accept (out of descriptors) instead of
+                // a busy loop — local users can connect to a loopback port.
+                let slots = Arc::new(tokio::sync::Semaphore::new(SCRAPE_CONNECTIONS));
                 loop {
+                    let Ok(permit) = slots.clone().acquire_owned().await else {
+                        break;
+                    };
                     tokio::select! {
                         _ = &mut stopped => break,
                         accepted = listener.accept() => {
-                            let Ok((stream, _)) = accepted else { continue };
+                            let Ok((stream, _)) = accepted else {
+                                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                                continue;
+                            };
                             let metrics = metrics.clone();
                             tokio::spawn(async move {
+                                let _permit = permit;
                                 let service = hyper::service::service_fn(move |req| {
                                     let resp = respond(metrics.as_ref(), &req);
                                     async move { Ok::<_, std::convert::Infallible>(resp) }
                                 });
-                                let _ = hyper::server::conn::http1::Builder::new()
-                                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                    .await;
+                                let conn = hyper::server::conn::http1::Builder::new()
+                                    .timer(hyper_util::rt::TokioTimer::new())
+                                    .header_read_timeout(SCRAPE_TIMEOUT)
+                                    .keep_alive(false)
+                                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                                let _ = tokio::time::timeout(SCRAPE_TIMEOUT, conn).await;
                             });
                         }
                     }
@@ -1232,6 +1246,11 @@ fn serve(
 }
 
 type Body = http_body_util::Full<bytes::Bytes>;
+
+/// Connections the metrics endpoint serves at once; more wait in the accept queue.
+pub const SCRAPE_CONNECTIONS: usize = 16;
+/// How long one scrape connection may take, request and response.
+pub const SCRAPE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The response to one request: `GET /metrics` (OpenMetrics text), `GET /healthz`, else
 /// 404 or 405.

@@ -111,6 +111,8 @@ pub trait EventSink: Send + Sync {
 #[derive(Default)]
 pub struct MemorySink {
     events: Mutex<Vec<NetEvent>>,
+    /// Events past [`MemorySink::MAX_EVENTS`], counted and not kept.
+    dropped: AtomicU64,
     up: AtomicU64,
     down: AtomicU64,
 }
@@ -118,6 +120,16 @@ pub struct MemorySink {
 impl MemorySink {
     pub fn new() -> Arc<MemorySink> {
         Arc::new(MemorySink::default())
+    }
+
+    /// The most events kept (for the end-of-run summary): the sandboxed command decides how
+    /// many it causes (100 000 distinct refused DNS names), and this memory is warden's on the
+    /// host, outside the sandbox's cgroup. The audit sinks see every event regardless.
+    pub const MAX_EVENTS: usize = 10_000;
+
+    /// Events not kept because [`MemorySink::MAX_EVENTS`] were.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     pub fn events(&self) -> Vec<NetEvent> {
@@ -143,7 +155,11 @@ impl MemorySink {
 impl EventSink for MemorySink {
     fn record(&self, event: NetEvent) {
         if let Ok(mut e) = self.events.lock() {
-            e.push(event);
+            if e.len() < MemorySink::MAX_EVENTS {
+                e.push(event);
+            } else {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 

@@ -226,7 +226,10 @@ impl DeniedNetwork {
 }
 
 /// The signature of a host address reader ([`HostAddressSource::new`]).
-type ReadAddresses = dyn Fn() -> Vec<IpAddr> + Send + Sync;
+/// `None`: the addresses could not be read (the reading in use is kept; never an empty list
+/// taken for the truth — out of descriptors, `getifaddrs` fails, and an empty list would let
+/// the host's own addresses through).
+type ReadAddresses = dyn Fn() -> Option<Vec<IpAddr>> + Send + Sync;
 
 /// Where the guard re-reads the host's own addresses from, and for how long one reading is
 /// trusted. Compared by identity (two sources are equal when they share the reader).
@@ -244,7 +247,10 @@ impl HostAddressSource {
     /// The host's interfaces ([`host_addresses`], `getifaddrs`), re-read after
     /// [`SYSTEM_REFRESH`](Self::SYSTEM_REFRESH).
     pub fn system() -> HostAddressSource {
-        HostAddressSource::new(host_addresses, Self::SYSTEM_REFRESH)
+        HostAddressSource {
+            read: Arc::new(read_host_addresses),
+            refresh: Self::SYSTEM_REFRESH,
+        }
     }
 
     /// Any reader (tests inject a fixed or changing list), re-read when the last reading is
@@ -252,6 +258,17 @@ impl HostAddressSource {
     pub fn new<F>(read: F, refresh: Duration) -> HostAddressSource
     where
         F: Fn() -> Vec<IpAddr> + Send + Sync + 'static,
+    {
+        HostAddressSource {
+            read: Arc::new(move || Some(read())),
+            refresh,
+        }
+    }
+
+    /// A reader that can fail (`None`), re-read like [`new`](Self::new)'s.
+    pub fn fallible<F>(read: F, refresh: Duration) -> HostAddressSource
+    where
+        F: Fn() -> Option<Vec<IpAddr>> + Send + Sync + 'static,
     {
         HostAddressSource {
             read: Arc::new(read),
@@ -264,8 +281,8 @@ impl HostAddressSource {
         self.refresh
     }
 
-    /// Read the addresses now.
-    pub fn read(&self) -> Vec<IpAddr> {
+    /// Read the addresses now (`None`: they could not be read).
+    pub fn read(&self) -> Option<Vec<IpAddr>> {
         (self.read)()
     }
 }
@@ -405,7 +422,13 @@ impl HostAddresses {
                         return Arc::clone(&last.addresses);
                     }
                 }
-                let fresh = canonical_addresses(source.read());
+                let Some(read) = source.read() else {
+                    // Unreadable now: keep trusting the last good reading (and try again on
+                    // the next decision).
+                    let last = reading.lock().unwrap_or_else(PoisonError::into_inner);
+                    return Arc::clone(&last.addresses);
+                };
+                let fresh = canonical_addresses(read);
                 let mut last = reading.lock().unwrap_or_else(PoisonError::into_inner);
                 if last.at <= now {
                     *last = Reading {
@@ -686,11 +709,20 @@ pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 }
 
 /// Every address of every interface of this host (`getifaddrs`), IPv4-mapped ones as IPv4,
-/// without duplicates. Errors give an empty list: the fixed classes still hold.
+/// without duplicates. Errors give an empty list (see [`read_host_addresses`]).
 pub fn host_addresses() -> Vec<IpAddr> {
-    let Ok(interfaces) = nix::ifaddrs::getifaddrs() else {
-        return Vec::new();
-    };
+    read_host_addresses().unwrap_or_default()
+}
+
+/// [`host_addresses`], `None` when they cannot be read (out of descriptors, say) — retried a
+/// few times first.
+pub fn read_host_addresses() -> Option<Vec<IpAddr>> {
+    let interfaces = (0..3).find_map(|i| {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        nix::ifaddrs::getifaddrs().ok()
+    })?;
     let mut out: Vec<IpAddr> = Vec::new();
     for interface in interfaces {
         let Some(address) = interface.address else {
@@ -707,7 +739,7 @@ pub fn host_addresses() -> Vec<IpAddr> {
             out.push(ip);
         }
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]

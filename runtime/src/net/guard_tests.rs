@@ -673,6 +673,35 @@ fn a_zero_refresh_interval_reads_the_host_on_every_decision() {
     assert_eq!(host.reads(), before);
 }
 
+/// Out of descriptors, `getifaddrs` fails: an unreadable moment must not count as "this host
+/// has no addresses" (a red-team round reached a host-only service that way).
+#[test]
+fn an_unreadable_moment_keeps_the_last_reading_of_the_hosts_addresses() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let failing = Arc::new(AtomicBool::new(false));
+    let f = failing.clone();
+    let source = HostAddressSource::fallible(
+        move || (!f.load(Ordering::SeqCst)).then(|| vec![ip("198.51.100.7")]),
+        Duration::ZERO,
+    );
+    let g = AddressGuard::new(GuardConfig {
+        host_addresses: vec![ip("198.51.100.7")],
+        host_source: Some(source),
+        ..GuardConfig::default()
+    });
+    assert_eq!(
+        class_of(&g, "198.51.100.7"),
+        Some(AddressClass::HostAddress)
+    );
+    failing.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        assert_eq!(
+            class_of(&g, "198.51.100.7"),
+            Some(AddressClass::HostAddress)
+        );
+    }
+}
+
 #[test]
 fn a_guard_without_a_source_keeps_its_host_addresses() {
     fn shared<T: Send + Sync>(_: &T) {}

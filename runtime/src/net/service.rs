@@ -303,28 +303,49 @@ fn dns_decider(
 
 /// One line per blocked destination (deduplicated, with a count), for the end of a run.
 pub fn blocked_summary(events: &[NetEvent]) -> Vec<String> {
-    let mut seen: Vec<(String, usize, String)> = Vec::new();
+    // In order of first appearance, counted through a map (a command can make 100 000
+    // distinct refusals), at most [`SUMMARY_LINES`] lines.
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for e in events.iter().filter(|e| e.decision != Decision::Allow) {
         let target = match e.port {
             Some(p) => format!("{}:{p}", e.host),
             None => e.host.clone(),
         };
-        match seen.iter_mut().find(|(t, _, _)| *t == target) {
-            Some(entry) => entry.1 += 1,
-            None => seen.push((target, 1, e.reason.clone())),
+        let n = counts.entry(target.clone()).or_insert(0);
+        if *n == 0 {
+            order.push((target, e.reason.clone()));
         }
+        *n += 1;
     }
-    seen.into_iter()
-        .map(|(target, n, reason)| {
+    let more = order.len().saturating_sub(SUMMARY_LINES);
+    let mut lines: Vec<String> = order
+        .into_iter()
+        .take(SUMMARY_LINES)
+        .map(|(target, reason)| {
+            let n = counts.get(&target).copied().unwrap_or(1);
             let times = if n > 1 {
                 format!(" ({n}×)")
             } else {
                 String::new()
             };
-            format!("warden: network: blocked {target}{times}: {reason}")
+            format!(
+                "warden: network: blocked {}{times}: {}",
+                crate::api::printable(&target),
+                crate::api::printable(&reason)
+            )
         })
-        .collect()
+        .collect();
+    if more > 0 {
+        lines.push(format!(
+            "warden: network: … and {more} more blocked destinations (see --violations)"
+        ));
+    }
+    lines
 }
+
+/// The most destinations the end-of-run summary names.
+pub const SUMMARY_LINES: usize = 50;
 
 /// The user settings file allow-always writes to.
 pub fn user_settings_file() -> Option<std::path::PathBuf> {

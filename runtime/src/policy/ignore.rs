@@ -2,7 +2,7 @@
 //! counted, not written), on every backend.
 
 use super::merge::Policy;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// The `ignoreViolations` paths for a command line: the entries under `*` and under every
 /// command pattern the line starts with, word for word (`"git push"` covers `git push origin
@@ -33,7 +33,19 @@ pub fn ignored_paths(policy: &Policy, command_line: &str) -> Vec<PathBuf> {
 /// Whether a record's target lies under one of `ignored` (a path prefix, component-wise:
 /// `/tmp/x` covers `/tmp/x/y`, not `/tmp/xy`).
 pub fn is_ignored(target: &str, ignored: &[PathBuf]) -> bool {
-    ignored.iter().any(|p| Path::new(target).starts_with(p))
+    // A path with `.` or `..` in it is never ignored: `/usr/share/doc/../../../etc/x` starts
+    // with an ignored `/usr/share/doc` and names `/etc/x` (the command chooses how to spell
+    // what it writes); nor is a relative one.
+    let path = Path::new(target);
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        || target.split('/').any(|c| c == "." || c == "..")
+    {
+        return false;
+    }
+    ignored.iter().any(|p| path.starts_with(p))
 }
 
 #[cfg(test)]

@@ -39,3 +39,15 @@ fn a_target_is_ignored_under_a_path_component_wise() {
     assert!(!is_ignored("example.com:443", &ignored));
     assert!(!is_ignored("/tmp/x", &[]));
 }
+
+#[test]
+fn a_path_spelled_with_dot_dot_is_never_ignored() {
+    let ignored = vec![PathBuf::from("/usr/share/doc")];
+    assert!(is_ignored("/usr/share/doc/x", &ignored));
+    assert!(!is_ignored("/usr/share/doc/../../../etc/x", &ignored));
+    assert!(!is_ignored(
+        "/usr/share/doc/./x/../../../../etc/x",
+        &ignored
+    ));
+    assert!(!is_ignored("usr/share/doc/x", &ignored));
+}

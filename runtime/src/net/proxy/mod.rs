@@ -118,6 +118,16 @@ impl Proxy {
             crate::net::guard::LiveGuard::following(config.guard.clone(), config.policy.clone());
         let (max, upstream_rcvbuf) =
             connection_budget(config.policy.get().effective.u64("warden.limits.memoryMax"));
+        // A tunnel takes six descriptors (two sockets, two splice pipes): never more
+        // connections than warden's own descriptor limit holds, so warden itself never runs
+        // out (its resolver and the address guard's `getifaddrs` need descriptors too).
+        let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map_or(1024, |(soft, _)| soft);
+        let max = max.min(
+            usize::try_from(nofile.saturating_sub(256) / 6)
+                .unwrap_or(max)
+                .max(16),
+        );
         Arc::new(Proxy {
             config,
             guard,

@@ -447,3 +447,40 @@ fn the_connection_budget_follows_the_memory_limit() {
         2 * http::MAX_CONNECTIONS
     );
 }
+
+fn refused_event(host: &str) -> crate::net::event::NetEvent {
+    crate::net::event::NetEvent {
+        time_ms: 0,
+        protocol: Protocol::Connect,
+        host: host.to_string(),
+        port: Some(443),
+        decision: crate::policy::decision::Decision::Deny,
+        stage: crate::net::event::Stage::Policy,
+        kind: crate::policy::decision::ReasonKind::DomainNotAllowed,
+        reason: "not in allowedDomains".into(),
+        rule: None,
+        address: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+    }
+}
+
+/// A command decides how many refusals it causes: the end-of-run summary stays short, and
+/// the host names it chose print as text, not terminal controls.
+#[test]
+fn the_blocked_summary_is_bounded_and_printable() {
+    use crate::net::service::{blocked_summary, SUMMARY_LINES};
+    let mut events: Vec<_> = (0..20_000)
+        .map(|i| refused_event(&format!("h{i}.test")))
+        .collect();
+    events.push(refused_event("h0.test"));
+    let started = std::time::Instant::now();
+    let lines = blocked_summary(&events);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(lines.len(), SUMMARY_LINES + 1);
+    assert!(lines[0].contains("h0.test:443 (2×)"), "{}", lines[0]);
+    assert!(lines.last().unwrap().contains("19950 more"), "{lines:?}");
+    let odd = blocked_summary(&[refused_event("\u{1b}]0;pwned\u{7}x.test")]);
+    assert!(!odd[0].contains('\u{1b}'), "{odd:?}");
+}
