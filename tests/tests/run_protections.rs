@@ -1083,3 +1083,31 @@ fn a_late_deny_read_path_behind_a_moved_directory_or_a_symlink_is_masked() {
     assert!(stdout.contains("finished"), "{stdout}\n{stderr}");
     assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
 }
+
+/// A relative `core.hooksPath` in the user's global git config applies in every repository,
+/// relative to its worktree: in the project, that directory is the host's hooks.
+#[test]
+fn a_relative_hooks_path_in_the_global_git_config_is_protected_in_the_project() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(
+        &env.home().join(".gitconfig"),
+        "[core]\n\thooksPath = .githooks\n",
+    );
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    std::fs::create_dir_all(project.join(".githooks")).unwrap();
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        &attempts(&[("hook", "echo 'touch /tmp/pwned' > .githooks/pre-commit")]),
+    );
+    assert_refused(&out, &["hook"]);
+    assert!(!project.join(".githooks/pre-commit").exists());
+    let check = env.run([
+        "check",
+        "--write",
+        project.join(".githooks/pre-commit").to_str().unwrap(),
+    ]);
+    assert_eq!(check.code, 1, "{check:?}");
+}

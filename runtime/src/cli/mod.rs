@@ -151,7 +151,7 @@ impl PolicyArgs {
                 .then(|| std::env::var_os("TMPDIR").map(PathBuf::from))
                 .flatten()
         });
-        let protected = protected_config(&paths, &self.settings, &home);
+        let protected = protected_config(&paths, &self.settings, &home, &cwd);
         let context = Context {
             cwd,
             home,
@@ -207,6 +207,7 @@ fn protected_config(
     paths: &LayerPaths,
     settings: &[PathBuf],
     home: &std::path::Path,
+    cwd: &std::path::Path,
 ) -> Vec<crate::policy::mandatory::ConfigPath> {
     use crate::policy::mandatory::ConfigPath;
     let mut out = Vec::new();
@@ -233,11 +234,21 @@ fn protected_config(
     // hooks directory (the config files themselves are protected above and by name).
     if let Some(config) = paths.user.parent().and_then(|d| d.parent()) {
         let mut named = Vec::new();
-        for file in [home.join(".gitconfig"), config.join("git").join("config")] {
+        // A relative `core.hooksPath` in these applies in every repository, relative to its
+        // worktree: the working directory's repository is the one the sandbox can write.
+        let worktree = cwd
+            .ancestors()
+            .find(|d| d.join(".git").exists())
+            .unwrap_or(cwd);
+        for file in [
+            std::path::PathBuf::from("/etc/gitconfig"),
+            home.join(".gitconfig"),
+            config.join("git").join("config"),
+        ] {
             crate::policy::mandatory::config_file_paths(
                 &RealFs,
                 &file,
-                None,
+                Some(worktree),
                 Some(home),
                 0,
                 &mut named,
