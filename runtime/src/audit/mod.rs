@@ -330,7 +330,18 @@ struct Inner {
     more: u64,
     written: u64,
     write_error: Option<String>,
+    /// Bytes this run appended to the file, and the records left out past the cap.
+    file_bytes: u64,
+    over_cap: u64,
+    file_cap: u64,
 }
+
+/// The most one run appends to the violations file (`warden.audit.maxFileBytes` is not a
+/// setting yet): a command decides how many refusals it causes, and the file is on the
+/// host's disk — a loop of refused opens wrote 19 MB/s. Past it, records still reach the
+/// metrics, the `<sandbox_violations>` block and the audit daemon; the run's end says how
+/// many the file did not get.
+pub const FILE_CAP: u64 = 64 << 20;
 
 impl Collector {
     /// A collector appending to `file` (created if missing) when given.
@@ -356,6 +367,7 @@ impl Collector {
         Ok(Arc::new(Collector {
             inner: Mutex::new(Inner {
                 file,
+                file_cap: FILE_CAP,
                 ..Inner::default()
             }),
             metrics,
@@ -425,10 +437,17 @@ impl Collector {
             }
         }
         let mut error = None;
-        if let Some((path, f)) = &mut inner.file {
+        let room = inner.file_cap.saturating_sub(inner.file_bytes);
+        let over = inner.file.is_some() && text.len() as u64 > room;
+        if over {
+            inner.over_cap += coalesced.len() as u64;
+        } else if let Some((path, f)) = &mut inner.file {
             if let Err(e) = f.write_all(text.as_bytes()) {
                 error = Some(format!("{}: {e}", path.display()));
             }
+        }
+        if !over {
+            inner.file_bytes += text.len() as u64;
         }
         if error.is_some() && inner.write_error.is_none() {
             inner.write_error = error;
@@ -463,6 +482,19 @@ impl Collector {
 
     pub fn write_error(&self) -> Option<String> {
         self.inner.lock().ok().and_then(|i| i.write_error.clone())
+    }
+
+    /// A smaller cap than [`FILE_CAP`] (tests).
+    #[cfg(test)]
+    pub(crate) fn set_file_cap(&self, cap: u64) {
+        if let Ok(mut i) = self.inner.lock() {
+            i.file_cap = cap;
+        }
+    }
+
+    /// Records the file did not get because this run reached [`FILE_CAP`].
+    pub fn over_cap(&self) -> u64 {
+        self.inner.lock().map(|i| i.over_cap).unwrap_or(0)
     }
 }
 
@@ -1096,6 +1128,14 @@ pub fn finish() {
     }
     if let Some(e) = s.collector.write_error() {
         eprintln!("warden: warning: writing violation records to {e}");
+    }
+    let over = s.collector.over_cap();
+    if over > 0 {
+        eprintln!(
+            "warden: warning: {over} violation records were not written to the file: this run \
+             reached its {} MiB (they are in the metrics and the summary)",
+            FILE_CAP >> 20
+        );
     }
     if s.request.annotate {
         let (violations, more) = s.collector.violations();

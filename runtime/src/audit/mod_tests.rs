@@ -191,3 +191,23 @@ fn the_programs_record_a_watched_cgroup_and_nothing_outside() {
     );
     let _ = cg.remove();
 }
+
+#[test]
+fn a_run_appends_at_most_its_cap_to_the_file_and_counts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.jsonl");
+    let c = Collector::new(Some(&path)).unwrap();
+    c.set_file_cap(4096);
+    for i in 0..200 {
+        c.push(rec(&format!("/etc/x{i}"), true));
+        c.flush();
+    }
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size <= 4096, "{size}");
+    assert!(size > 1000, "{size}");
+    let written = std::fs::read_to_string(&path).unwrap().lines().count() as u64;
+    assert_eq!(written + c.over_cap(), 200);
+    // The summary still has them all.
+    let (kept, more) = c.violations();
+    assert_eq!(kept.len() as u64 + more, 200);
+}
