@@ -381,8 +381,12 @@ fn a_protection_the_host_replaces_during_the_run_is_put_back() {
         replace(&creds, &format!("CREDS-{round}\n"));
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    // A masked directory removed and made again on the host.
+    // A masked directory removed and, a moment later, made again on the host: pid 1 has
+    // reserved the name by then, and the host's new file lands behind the mask. (Made again
+    // at once, the new directory cannot be told from one the command put there, and the
+    // sandbox ends: `a_protected_directory_the_host_removes_cannot_be_replaced_by_the_command`.)
     std::fs::remove_dir_all(&secdir).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
     write(&secdir.join("y"), "DIR-SECRET-2\n");
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::write(project.join("go"), "").unwrap();
