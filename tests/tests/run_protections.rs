@@ -1115,3 +1115,35 @@ fn a_relative_hooks_path_in_the_global_git_config_is_protected_in_the_project() 
     ]);
     assert_eq!(check.code, 1, "{check:?}");
 }
+
+/// The same through a hard link: `ln` onto `.git/index` raises no write event, and writing
+/// through a second name elsewhere in `.git` raises none on `index`. git never links its
+/// index, so a linked one ends the sandbox.
+#[test]
+fn a_git_index_brought_in_or_written_through_a_hard_link_ends_the_sandbox() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let out = std::process::Command::new("git")
+        .current_dir(&project)
+        .args(["init", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for script in [
+        "echo x > a && git add a && cp .git/index .git/tmpx && rm .git/index && \
+         ln .git/tmpx .git/index; sleep 2; echo survived",
+        "echo x > b && git add b && ln .git/index .git/objects/alias; sleep 2; echo survived",
+    ] {
+        let out = sh(&env, &project, &[], script);
+        assert!(!out.stdout.contains("survived"), "{script}: {out:?}");
+        assert!(out.stderr.contains("hard links"), "{script}: {out:?}");
+        let meta = std::fs::metadata(project.join(".git/index"));
+        assert!(
+            meta.map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) == 1),
+            "{script}: a linked index was left for the host's git"
+        );
+        for leftover in [".git/tmpx", ".git/objects/alias"] {
+            let _ = std::fs::remove_file(project.join(leftover));
+        }
+    }
+}

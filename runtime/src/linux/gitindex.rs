@@ -16,6 +16,17 @@ use std::path::Path;
 /// cannot be read (a format the host's git might read differently is not trusted).
 pub fn problem(path: &Path) -> Option<String> {
     use gix_index::hash::Kind;
+    use std::os::unix::fs::MetadataExt;
+    // git never links its index anywhere: a second name lets the command write it where no
+    // watch sees (and `ln poisoned .git/index` brings one in without a write at all).
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.is_file() {
+            return Some("it is not a regular file".to_string());
+        }
+        if meta.nlink() > 1 {
+            return Some(format!("it has {} hard links", meta.nlink()));
+        }
+    }
     // SHA-1 repositories (gix-index is built without SHA-256 here; an index of a SHA-256
     // repository fails to parse and is refused: fail closed).
     let file = gix_index::File::at(path, Kind::Sha1, true, Default::default()).ok();

@@ -17,9 +17,30 @@ pub struct Forbidden {
         std::path::PathBuf,
         Vec<std::ffi::OsString>,
     )>,
+    /// A watch on each git dir's current `index` file itself (its inode): a write through
+    /// another hard link (`ln .git/index .git/objects/x`, written there) or a new link
+    /// (IN_ATTRIB: the link count) reaches no watch on the git dir.
+    index_watches:
+        std::cell::RefCell<Vec<(nix::sys::inotify::WatchDescriptor, std::path::PathBuf)>>,
 }
 
 impl Forbidden {
+    /// (Re)watches the inode `dir/index` names now.
+    fn watch_index(&self, dir: &std::path::Path) {
+        use nix::sys::inotify::AddWatchFlags;
+        if let Ok(wd) = self.inotify.add_watch(
+            &dir.join("index"),
+            AddWatchFlags::IN_CLOSE_WRITE
+                | AddWatchFlags::IN_ATTRIB
+                | AddWatchFlags::IN_DONT_FOLLOW,
+        ) {
+            let mut w = self.index_watches.borrow_mut();
+            if !w.iter().any(|(d, g)| *d == wd && g == dir) {
+                w.push((wd, dir.to_path_buf()));
+            }
+        }
+    }
+
     pub fn watch(paths: &[std::path::PathBuf]) -> Option<Forbidden> {
         use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
         if paths.is_empty() {
@@ -50,7 +71,14 @@ impl Forbidden {
                 watches.push((wd, dir.to_path_buf(), vec![name.to_os_string()]));
             }
         }
-        let f = Forbidden { inotify, watches };
+        let f = Forbidden {
+            inotify,
+            watches,
+            index_watches: std::cell::RefCell::new(Vec::new()),
+        };
+        for (_, dir, _) in &f.watches {
+            f.watch_index(dir);
+        }
         // Anything there already (made between planning and now) goes too.
         f.rescan();
         Some(f)
@@ -68,15 +96,32 @@ impl Forbidden {
                 self.rescan();
                 continue;
             }
-            let Some(name) = &event.name else { continue };
+            let Some(name) = &event.name else {
+                // An event on an index file itself.
+                let dir = self
+                    .index_watches
+                    .borrow()
+                    .iter()
+                    .find(|(wd, _)| *wd == event.wd)
+                    .map(|(_, d)| d.clone());
+                if let Some(dir) = dir {
+                    check_index(&dir.join("index"));
+                }
+                continue;
+            };
+            // Every way a new `index` can appear: written in place, renamed over, linked in
+            // (`ln x .git/index` raises only IN_CREATE). Writes through other names, and new
+            // links, reach the watch on the index file itself (above).
             if name == "index"
                 && event.mask.intersects(
                     nix::sys::inotify::AddWatchFlags::IN_CLOSE_WRITE
-                        | nix::sys::inotify::AddWatchFlags::IN_MOVED_TO,
+                        | nix::sys::inotify::AddWatchFlags::IN_MOVED_TO
+                        | nix::sys::inotify::AddWatchFlags::IN_CREATE,
                 )
             {
                 if let Some((_, dir, _)) = self.watches.iter().find(|(wd, _, _)| *wd == event.wd) {
                     check_index(&dir.join(name));
+                    self.watch_index(dir);
                 }
                 continue;
             }
