@@ -289,36 +289,24 @@ fn protected_config(
             }
         }
         let named = home.join(name);
-        if linked {
-            let real = crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), &named)
-                .unwrap_or_else(|_| named.clone());
-            if real != named {
-                out.push(ConfigPath {
-                    path: real,
-                    dir,
-                    what,
-                });
-            }
-            out.push(ConfigPath {
-                path: named,
-                dir,
-                what,
-            });
+        let real = if linked {
+            crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), &named)
+                .unwrap_or_else(|_| named.clone())
         } else {
-            let real = home_real.join(name);
-            if real != named {
-                out.push(ConfigPath {
-                    path: real,
-                    dir,
-                    what,
-                });
-            }
+            home_real.join(name)
+        };
+        if real != named {
             out.push(ConfigPath {
-                path: named,
+                path: real,
                 dir,
                 what,
             });
         }
+        out.push(ConfigPath {
+            path: named,
+            dir,
+            what,
+        });
     }
     out
 }
