@@ -328,8 +328,11 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             gitdirs.push(root.join(".git"));
         }
         for gitdir in gitdirs {
-            let mut hooks = vec![gitdir.join("hooks")];
-            module_hooks(fs, &gitdir.join("modules"), 0, &mut hooks);
+            let mut modules = Vec::new();
+            module_git_dirs(fs, &gitdir.join("modules"), 0, &mut modules);
+            let hooks = std::iter::once(gitdir)
+                .chain(modules)
+                .map(|g| g.join("hooks"));
             for h in hooks {
                 if h.starts_with(root) {
                     missing(h, true);
@@ -870,7 +873,7 @@ fn protect_repository(
     protect_git_dir(fs, gitdir, allow_git_config, out);
     protect_named_by_config(fs, gitdir, worktree, out);
     if fs.kind(&gitdir.join("modules")) == Some(FileKind::Dir) {
-        submodule_git_dirs(fs, &gitdir.join("modules"), 0, allow_git_config, out);
+        submodule_git_dirs(fs, &gitdir.join("modules"), allow_git_config, out);
     }
     let worktrees = gitdir.join("worktrees");
     for wt in fs.read_dir(&worktrees) {
@@ -909,26 +912,6 @@ fn enclosing_git_dirs(fs: &dyn FsView, root: &Path) -> Vec<(PathBuf, PathBuf)> {
         }
     }
     out
-}
-
-/// The `hooks` of every submodule git dir below `modules` (a git dir's `modules/`), existing
-/// or not: placeholder candidates like the repository's own.
-fn module_hooks(fs: &dyn FsView, dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    if depth >= MODULES_DEPTH {
-        return;
-    }
-    for name in fs.read_dir(dir) {
-        let p = dir.join(&name);
-        if fs.kind(&p) != Some(FileKind::Dir) {
-            continue;
-        }
-        if fs.kind(&p.join("HEAD")).is_some() {
-            out.push(p.join("hooks"));
-            module_hooks(fs, &p.join("modules"), depth + 1, out);
-        } else {
-            module_hooks(fs, &p, depth + 1, out);
-        }
-    }
 }
 
 /// The existing entries of a git dir that decide what runs: hooks, config (unless released)
@@ -979,15 +962,9 @@ fn module_worktree(fs: &dyn FsView, gitdir: &Path) -> Option<PathBuf> {
 /// several components, and modules nest).
 const MODULES_DEPTH: usize = 8;
 
-/// The git dirs of submodules below `.git/modules` (a directory holding `HEAD`), protected
-/// like the main one.
-fn submodule_git_dirs(
-    fs: &dyn FsView,
-    dir: &Path,
-    depth: usize,
-    allow_git_config: bool,
-    out: &mut BTreeSet<PathBuf>,
-) {
+/// The git dirs of submodules below `modules` (a git dir's `modules/`: a directory holding
+/// `HEAD`; names may have several components, and modules nest).
+fn module_git_dirs(fs: &dyn FsView, dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     if depth >= MODULES_DEPTH {
         return;
     }
@@ -997,21 +974,33 @@ fn submodule_git_dirs(
             continue;
         }
         if fs.kind(&p.join("HEAD")).is_some() {
-            protect_git_dir(fs, &p, allow_git_config, out);
-            // The checkout's `.git` file (`gitdir: …`), wherever the submodule lives (deeper
-            // than the protected-file search reaches): `core.worktree` names the checkout.
-            if let Some(checkout) = module_worktree(fs, &p) {
-                let dotgit = checkout.join(".git");
-                if fs.kind(&dotgit) == Some(FileKind::File) {
-                    out.insert(dotgit);
-                }
-                protect_named_by_config(fs, &p, &checkout, out);
-            }
-            if fs.kind(&p.join("modules")) == Some(FileKind::Dir) {
-                submodule_git_dirs(fs, &p.join("modules"), depth + 1, allow_git_config, out);
-            }
+            module_git_dirs(fs, &p.join("modules"), depth + 1, out);
+            out.push(p);
         } else {
-            submodule_git_dirs(fs, &p, depth + 1, allow_git_config, out);
+            module_git_dirs(fs, &p, depth + 1, out);
+        }
+    }
+}
+
+/// The submodule git dirs below `modules`, protected like the main one.
+fn submodule_git_dirs(
+    fs: &dyn FsView,
+    modules: &Path,
+    allow_git_config: bool,
+    out: &mut BTreeSet<PathBuf>,
+) {
+    let mut found = Vec::new();
+    module_git_dirs(fs, modules, 0, &mut found);
+    for p in found {
+        protect_git_dir(fs, &p, allow_git_config, out);
+        // The checkout's `.git` file (`gitdir: …`), wherever the submodule lives (deeper than
+        // the protected-file search reaches): `core.worktree` names the checkout.
+        if let Some(checkout) = module_worktree(fs, &p) {
+            let dotgit = checkout.join(".git");
+            if fs.kind(&dotgit) == Some(FileKind::File) {
+                out.insert(dotgit);
+            }
+            protect_named_by_config(fs, &p, &checkout, out);
         }
     }
 }
