@@ -201,6 +201,24 @@ fn a_symlink_planted_in_one_run_does_not_widen_the_next() {
     );
     assert!(String::from_utf8_lossy(&out2.stderr).contains("outside of what it names"));
     assert!(!outside.join("x").exists());
+    // `warden check` agrees: a write there (through the link or at its target) is denied.
+    let settings = env.root().join("allow-cache.json");
+    let json = serde_json::json!({"filesystem": {"allowWrite": [cache]}});
+    std::fs::write(&settings, json.to_string()).unwrap();
+    for target in [cache.join("x"), outside.join("x")] {
+        let check = env
+            .command()
+            .arg("check")
+            .arg("--settings")
+            .arg(&settings)
+            .arg("--write")
+            .arg(&target)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&check.stdout);
+        assert_eq!(check.status.code(), Some(1), "{target:?}: {text} {check:?}");
+        assert!(text.contains("symlink leads out"), "{target:?}: {text}");
+    }
 }
 
 #[test]

@@ -174,12 +174,9 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 (PathPattern::Literal { lexical, resolved }, _) => {
                     let real = resolved.clone().unwrap_or_else(|| lexical.clone());
                     // An allowWrite symlink must not widen the writable set beyond what the
-                    // entry names: its real target must lie below the entry as written.
-                    if root.list == "filesystem.allowWrite"
-                        && resolved.is_some()
-                        && !real.starts_with(lexical)
-                        && fs.kind(lexical).is_some()
-                    {
+                    // entry names: its real target must lie below the entry as written (the
+                    // system's own aliases such as /var/run aside; the policy decides).
+                    if root.escapes.is_some() && fs.kind(lexical).is_some() {
                         return Err(PlanError::WritableEscapes {
                             entry: root.rule.text.to_string(),
                             real,

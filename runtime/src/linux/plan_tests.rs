@@ -797,3 +797,24 @@ fn a_bare_repository_inside_a_writable_root_keeps_hooks_and_config_read_only() {
         assert!(ro.contains(&PathBuf::from(p)), "{p}: {ro:?}");
     }
 }
+
+#[test]
+fn allow_write_through_a_system_alias_is_made_writable() {
+    let mut fs = fs();
+    fs.dir("/run/user/1000/cache").symlink("/var/run", "/run");
+    let plan = plan_for(
+        SandboxSettings {
+            filesystem: Some(FilesystemSettings {
+                allow_write: Some(vec!["/var/run/user/1000/cache".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        &fs,
+    )
+    .unwrap();
+    assert!(plan
+        .hardening
+        .landlock_writable
+        .contains(&p("/run/user/1000/cache")));
+}

@@ -203,6 +203,8 @@ pub enum ProfileError {
     Nul { what: &'static str, path: String },
     #[error(transparent)]
     Glob(#[from] GlobError),
+    #[error("allowWrite entry {entry:?} leads through a symlink to {real}, outside itself: the sandbox could have planted the link; name {real} itself")]
+    WritableEscapes { entry: String, real: String },
     #[error("session tag {0:?}: only letters, digits, `-` and `_`")]
     Tag(String),
     #[error(transparent)]
@@ -656,6 +658,12 @@ fn file_rules(
     if paths.read_only.is_none() {
         let mut roots = Vec::new();
         for w in &paths.writable {
+            if let Some(real) = &w.escapes {
+                return Err(ProfileError::WritableEscapes {
+                    entry: w.rule.text.to_string(),
+                    real: real.display().to_string(),
+                });
+            }
             roots.extend(p.pattern("writable root", &w.rule.pattern)?);
         }
         forms.push(Expr::comment(

@@ -835,3 +835,35 @@ fn docs_list_every_mach_service_and_sysctl() {
         );
     }
 }
+
+/// An allowWrite entry whose own symlink leads out of it is refused, as on Linux; the
+/// system's `/var` → `/private/var` is not such an escape.
+#[test]
+fn allow_write_escaping_through_a_symlink_is_refused() {
+    let mut fs = MemFs::new();
+    fs.dir("/h/.ssh")
+        .dir("/t")
+        .dir("/w")
+        .symlink("/w/out", "/h/.ssh")
+        .dir("/private/var/folders/xy")
+        .symlink("/var", "private/var");
+    let build = |entry: &str| {
+        let json = serde_json::json!({"filesystem": {"allowWrite": [entry]}});
+        let layers = vec![lay(Layer::User, 0, &json.to_string())];
+        let policy = Policy::build(&layers, ctx("/w", "/h", "/t"), &fs).unwrap();
+        generate(
+            &policy,
+            &fs,
+            &Options {
+                proxy: None,
+                tag: TAG.into(),
+            },
+        )
+    };
+    let e = build("/w/out").unwrap_err();
+    assert!(
+        matches!(&e, ProfileError::WritableEscapes { real, .. } if real == "/h/.ssh"),
+        "{e}"
+    );
+    build("/var/folders/xy").expect("the system alias is not an escape");
+}

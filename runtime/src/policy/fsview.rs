@@ -310,6 +310,58 @@ pub fn resolve(fs: &dyn FsView, cwd: &Path, path: &Path) -> Result<PathBuf, Loop
     Ok(PathBuf::from(OsString::from_vec(out)))
 }
 
+/// Symlinks the operating system itself places at the top of the tree: macOS `/var`, `/tmp`,
+/// `/etc` (into `/private`), Linux `/var/run`, `/var/lock` and the merged-`/usr` links. An entry
+/// named through one of them is the same place under another spelling, not an escape.
+const SYSTEM_ALIASES: &[&str] = &[
+    "/var",
+    "/tmp",
+    "/etc",
+    "/var/run",
+    "/var/lock",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+];
+
+/// Whether `real` (what `lexical` resolves to) lies outside the entry as written, after the
+/// system's own aliases are taken into account: `allowWrite: ["out"]` with `out` a symlink to
+/// `~/.ssh` escapes; `/var/run/x` resolving to `/run/x` does not. Both the policy (which
+/// then refuses writes there) and the Linux view (which refuses to start) use this one rule.
+pub fn escapes_entry(fs: &dyn FsView, lexical: &Path, real: &Path) -> bool {
+    if is_under(real.as_os_str().as_bytes(), lexical.as_os_str().as_bytes()) {
+        return false;
+    }
+    let mut named = lexical.to_path_buf();
+    // Each alias is replaced at most once (an alias target may hold another alias).
+    for _ in 0..SYSTEM_ALIASES.len() {
+        let alias = SYSTEM_ALIASES.iter().find(|a| {
+            is_under(named.as_os_str().as_bytes(), a.as_bytes())
+                && fs.kind(Path::new(a)) == Some(FileKind::Symlink)
+        });
+        let Some(alias) = alias else { break };
+        let Ok(target) = resolve(fs, Path::new("/"), Path::new(alias)) else {
+            return true;
+        };
+        let rest = named
+            .strip_prefix(alias)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        named = if rest.as_os_str().is_empty() {
+            target
+        } else {
+            target.join(rest)
+        };
+        if is_under(real.as_os_str().as_bytes(), named.as_os_str().as_bytes()) {
+            return false;
+        }
+    }
+    true
+}
+
 #[inline]
 fn bytes_path(b: &[u8]) -> &Path {
     Path::new(OsStr::from_bytes(b))

@@ -92,3 +92,27 @@ fn real_fs_sees_symlinks() {
         p("/etc/hostname")
     );
 }
+
+#[test]
+fn escapes_entry_knows_the_system_aliases_and_nothing_else() {
+    let mut fs = MemFs::new();
+    fs.dir("/run/user/1000")
+        .dir("/home/u/.ssh")
+        .dir("/home/u/proj")
+        .symlink("/var/run", "/run")
+        .symlink("/home/u/proj/out", "/home/u/.ssh")
+        .symlink("/run/user/1000/planted", "/home/u/.ssh")
+        .symlink("/varx", "/home/u/.ssh");
+    let esc = |entry: &str| {
+        let real = resolve(&fs, Path::new("/"), Path::new(entry)).unwrap();
+        escapes_entry(&fs, Path::new(entry), &real)
+    };
+    assert!(!esc("/var/run/user/1000"));
+    assert!(!esc("/run/user/1000"));
+    assert!(!esc("/home/u/proj"));
+    assert!(esc("/home/u/proj/out"));
+    // An alias on the way does not excuse a link after it.
+    assert!(esc("/var/run/user/1000/planted"));
+    // A name that only starts like an alias is not one.
+    assert!(esc("/varx"));
+}

@@ -258,6 +258,7 @@ impl Policy {
                 text: context.cwd.to_string_lossy().into(),
                 provenance: Provenance::builtin(),
             },
+            escapes: None,
         }];
         let disable_tmp = eff.bool("warden.disableTmpWrite").unwrap_or(false);
         if let (Some(tmp), false) = (&context.tmpdir, disable_tmp) {
@@ -269,12 +270,21 @@ impl Policy {
                     text: tmp.to_string_lossy().into(),
                     provenance: Provenance::builtin(),
                 },
+                escapes: None,
             });
         }
         for rule in expand("filesystem.allowWrite")? {
+            let escapes = match &rule.pattern {
+                PathPattern::Literal {
+                    lexical,
+                    resolved: Some(real),
+                } if super::fsview::escapes_entry(fs, lexical, real) => Some(real.clone()),
+                _ => None,
+            };
             writable.push(WritableRoot {
                 list: "filesystem.allowWrite",
                 rule,
+                escapes,
             });
         }
         let read_only = eff

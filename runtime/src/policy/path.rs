@@ -128,6 +128,10 @@ pub struct WritableRoot {
     /// `working directory`, `TMPDIR` or `filesystem.allowWrite`.
     pub list: &'static str,
     pub rule: Rule<PathPattern>,
+    /// Set to the real target when an `allowWrite` entry resolves outside itself through a
+    /// symlink ([`super::fsview::escapes_entry`]): writes there are denied, and the Linux
+    /// view refuses to start with such an entry.
+    pub escapes: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]
@@ -245,7 +249,11 @@ impl PathRules {
                         approved(Access::Write),
                     );
                 }
-                if let Some(root) = self.writable.iter().find(|w| w.rule.pattern.covers(real_b)) {
+                if let Some(root) = self
+                    .writable
+                    .iter()
+                    .find(|w| w.escapes.is_none() && w.rule.pattern.covers(real_b))
+                {
                     return Verdict::allow(
                         ReasonKind::Writable,
                         [&shown, " is inside a writable root (", root.list, ")"].concat(),
@@ -261,7 +269,10 @@ impl PathRules {
                         ),
                     );
                 }
-                if let Some(root) = self.writable.iter().find(|w| w.rule.pattern.covers(lex_b)) {
+                if let Some(root) = self.writable.iter().find(|w| {
+                    w.rule.pattern.covers(lex_b)
+                        || (w.escapes.is_some() && w.rule.pattern.covers(real_b))
+                }) {
                     return Verdict::deny(
                         ReasonKind::SymlinkEscape,
                         format!(

@@ -489,3 +489,64 @@ mod props {
         }
     }
 }
+
+/// An allowWrite entry that is a symlink leading out of itself (the sandbox could have
+/// planted it in an earlier run): writes there are denied, as the Linux view refuses to start.
+#[test]
+fn allow_write_entry_escaping_through_its_own_symlink_is_denied() {
+    let (p, fs) = policy_with(vec![layer(
+        Layer::User,
+        0,
+        "u.json",
+        fs_settings(FilesystemSettings {
+            allow_write: Some(vec!["/home/u/proj/escape".into(), "/data/cache".into()]),
+            ..Default::default()
+        }),
+    )]);
+    let root = p
+        .paths
+        .writable
+        .iter()
+        .find(|w| &*w.rule.text == "/home/u/proj/escape")
+        .unwrap();
+    assert_eq!(root.escapes.as_deref(), Some(Path::new("/etc")));
+    // Through the link and at the target itself: denied, naming the escape.
+    let v = w(&p, &fs, "/etc/passwd");
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    assert_eq!(v.kind, ReasonKind::SymlinkEscape);
+    let v = w(&p, &fs, "/home/u/proj/escape/passwd");
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    // The cwd still covers the link itself; the other entry is untouched.
+    assert!(w(&p, &fs, "/data/cache/x").is_allowed());
+}
+
+/// The system's own aliases are not escapes: `/var/run` is `/run` on Debian, `/var` is
+/// `/private/var` on macOS.
+#[test]
+fn allow_write_through_system_aliases_is_allowed() {
+    let mut fs = fs();
+    fs.dir("/run/user/1000")
+        .symlink("/var/run", "/run")
+        .dir("/private/var/folders/xy")
+        .symlink("/var", "private/var");
+    let ctx = Context {
+        cwd: PathBuf::from(CWD),
+        home: PathBuf::from("/home/u"),
+        tmpdir: None,
+        approver_attached: true,
+        protected: Vec::new(),
+    };
+    let layers = vec![layer(
+        Layer::User,
+        0,
+        "u.json",
+        fs_settings(FilesystemSettings {
+            allow_write: Some(vec!["/var/folders/xy".into()]),
+            ..Default::default()
+        }),
+    )];
+    let p = Policy::build(&layers, ctx, &fs).unwrap();
+    assert!(p.paths.writable.iter().all(|w| w.escapes.is_none()));
+    assert!(w(&p, &fs, "/private/var/folders/xy/f").is_allowed());
+    assert!(w(&p, &fs, "/var/folders/xy/f").is_allowed());
+}
