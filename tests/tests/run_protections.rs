@@ -904,6 +904,54 @@ fn a_git_dir_allowed_for_writing_keeps_its_hooks_and_config() {
     assert_eq!(check.code, 1, "{check:?}");
 }
 
+/// A bare repository inside the project (`remote.git` beside its clone, pushed to by the
+/// host): its hooks run on the host's `git push`. The view keeps its hooks and config
+/// read-only, and `warden check` says so too.
+#[test]
+fn a_bare_repository_inside_the_project_keeps_its_hooks_and_config() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let bare = project.join("remote.git");
+    let out = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare)
+        .env("HOME", env.home())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let config_before = std::fs::read_to_string(bare.join("config")).unwrap();
+    let script = attempts(&[
+        (
+            "hook",
+            "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > remote.git/hooks/post-receive",
+        ),
+        ("config", "echo '[core]' >> remote.git/config"),
+    ]) + "echo x > remote.git/description && echo wrote-description";
+    let out = sh(&env, &project, &[], &script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(&out, &["hook", "config"]);
+    assert!(out.stdout.contains("wrote-description"), "{out:?}");
+    assert!(!bare.join("hooks/post-receive").exists());
+    assert_eq!(
+        std::fs::read_to_string(bare.join("config")).unwrap(),
+        config_before
+    );
+    for (path, code) in [
+        (bare.join("hooks/post-receive"), 1),
+        (bare.join("config"), 1),
+        (bare.join("description"), 0),
+    ] {
+        let check = env
+            .command()
+            .current_dir(&project)
+            .args(["check", "--write"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(check.status.code(), Some(code), "{path:?}: {check:?}");
+    }
+}
+
 /// The host removes a placeholder during the run (`git clean -fd` removes empty untracked
 /// directories) while the command waits to rename its own `.claude` (with settings that run
 /// code) into the freed name. pid 1 must take the name back first, or, if the command won,

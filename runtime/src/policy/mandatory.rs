@@ -236,6 +236,37 @@ impl Mandatory {
         None
     }
 
+    /// [`Mandatory::check`], plus git dirs found by looking: a component named like a git
+    /// dir's protected entries (`hooks`, `config`, …) whose parent is a git dir as git decides
+    /// ([`is_git_dir`]) — a bare repository or a git dir not named `.git` anywhere, such as
+    /// `remote.git` inside the project. A few lstats, and only for such names.
+    pub fn check_with(&self, fs: &dyn FsView, path: &Path) -> Option<Hit> {
+        if let Some(hit) = self.check(path) {
+            return Some(hit);
+        }
+        let bytes = path.as_os_str().as_bytes();
+        let mut end = 0;
+        for comp in bytes.split(|b| *b == b'/') {
+            let start = end;
+            end += comp.len() + 1;
+            if start <= 1
+                || !matches!(
+                    comp,
+                    b"hooks" | b"config" | b"config.worktree" | b"commondir" | b"gitdir"
+                )
+            {
+                continue;
+            }
+            let dir = Path::new(std::ffi::OsStr::from_bytes(&bytes[..start - 1]));
+            if is_git_dir(fs, dir) {
+                if let Some(hit) = self.git_dir_entry(comp, &format!("{}/", dir.display())) {
+                    return Some(hit);
+                }
+            }
+        }
+        None
+    }
+
     /// The protection for `rest`, the components below a `.git` directory: its hooks and
     /// config; the same in the git dirs of submodules (`modules/<name>/…`, where a name may
     /// have several components and modules nest, so any `hooks` directory and any final

@@ -222,8 +222,8 @@ impl PathRules {
                         provenance: prov.clone(),
                     });
                 }
-                let hit = match self.mandatory.check(&real) {
-                    None if !same => self.mandatory.check(&lex),
+                let hit = match self.mandatory.check_with(fs, &real) {
+                    None if !same => self.mandatory.check_with(fs, &lex),
                     hit => hit,
                 };
                 if let Some(hit) = hit {

@@ -550,3 +550,39 @@ fn allow_write_through_system_aliases_is_allowed() {
     assert!(w(&p, &fs, "/private/var/folders/xy/f").is_allowed());
     assert!(w(&p, &fs, "/var/folders/xy/f").is_allowed());
 }
+
+/// A bare repository inside the project (`remote.git` beside its clone): its hooks and config
+/// run on the host's `git push`, so they are protected like a `.git`'s, found by looking.
+#[test]
+fn a_bare_repository_inside_a_root_has_its_hooks_and_config_protected() {
+    let mut fs = fs();
+    fs.file("/home/u/proj/remote.git/HEAD", "ref: refs/heads/main\n")
+        .dir("/home/u/proj/remote.git/objects")
+        .dir("/home/u/proj/remote.git/refs")
+        .dir("/home/u/proj/src/hooks");
+    let ctx = Context {
+        cwd: PathBuf::from(CWD),
+        home: PathBuf::from("/home/u"),
+        tmpdir: None,
+        approver_attached: true,
+        protected: Vec::new(),
+    };
+    let p = Policy::build(&[], ctx, &fs).unwrap();
+    for denied in [
+        "remote.git/hooks/post-receive",
+        "remote.git/hooks",
+        "remote.git/config",
+    ] {
+        let v = w(&p, &fs, denied);
+        assert_eq!(v.decision, Decision::Deny, "{denied}: {v:?}");
+        assert_eq!(v.kind, ReasonKind::Mandatory, "{denied}");
+        assert!(v.reason.contains("/home/u/proj/remote.git/"), "{v:?}");
+    }
+    for allowed in [
+        "remote.git/objects/ab/cd",
+        "remote.git/refs/heads/x",
+        "src/hooks/x",
+    ] {
+        assert!(w(&p, &fs, allowed).is_allowed(), "{allowed}");
+    }
+}
