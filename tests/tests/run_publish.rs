@@ -133,3 +133,72 @@ fn a_busy_host_port_fails_the_run_before_it_starts() {
         assert_eq!(out.code, 125, "{bad}: {out:?}");
     }
 }
+
+/// The command owns the listener a published port reaches: one that never accepts (its
+/// accept queue kept full) must not stall pid 1, which meanwhile guards the sandbox. Here the
+/// command writes `.git/commondir` (a pointer the host's git follows to another config) while
+/// a host client's connection is pending: pid 1 still ends the sandbox at once.
+#[test]
+fn a_listener_that_never_accepts_does_not_stall_pid_1() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(git.status.success(), "{git:?}");
+    let script = r#"
+import socket, time, os
+l = socket.socket(); l.bind(('127.0.0.1', 8000)); l.listen(0)
+fill = []
+for i in range(8):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(('127.0.0.1', 8000))
+    except BlockingIOError: pass
+    fill.append(c)
+open('ready', 'w').close()
+while not os.path.exists('go'): time.sleep(0.05)
+time.sleep(1)
+open('.git/commondir', 'w').write('/tmp/elsewhere\n')
+print('wrote commondir', flush=True)
+time.sleep(15)
+print('survived', flush=True)
+"#;
+    let host_port = free_port();
+    let child = env
+        .command()
+        .current_dir(&project)
+        .args(["run", "--publish", &format!("{host_port}:8000"), "--"])
+        .args([python3(), "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !project.join("ready").exists() {
+        assert!(Instant::now() < deadline, "the command never got ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A host client of the published port: its connection waits on the full queue.
+    let client = std::thread::spawn(move || {
+        let s = TcpStream::connect(("127.0.0.1", host_port));
+        if let Ok(mut s) = s {
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut b = [0u8; 1];
+            let _ = s.read(&mut b);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(project.join("go"), "").unwrap();
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.contains("survived"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("commondir"), "{stderr}");
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}: {stderr}");
+    assert!(!project.join(".git/commondir").exists());
+    client.join().unwrap();
+}

@@ -96,18 +96,20 @@ fn without_a_setting_no_datagram_reaches_a_host_socket_through_a_socketpair() {
     let script = format!(
         r#"
 import socket, errno
-try:
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-except OSError as e:
-    print("socketpair", errno.errorcode.get(e.errno, e.errno))
-else:
+# SOCK_RAW too: the kernel makes it a datagram socket for AF_UNIX.
+for kind, ty in (("dgram", socket.SOCK_DGRAM), ("raw", socket.SOCK_RAW)):
+    try:
+        a, b = socket.socketpair(socket.AF_UNIX, ty)
+    except OSError as e:
+        print(kind, "socketpair", errno.errorcode.get(e.errno, e.errno))
+        continue
     for what, f in (("sendto", lambda: a.sendto(b"by-sendto", {p:?})),
                     ("connect", lambda: (b.connect({p:?}), b.send(b"by-connect")))):
         try:
             f()
-            print(what, "sent")
+            print(kind, what, "sent")
         except OSError as e:
-            print(what, errno.errorcode.get(e.errno, e.errno))
+            print(kind, what, errno.errorcode.get(e.errno, e.errno))
 # Stream pairs stay usable (python's multiprocessing and many others use them).
 x, y = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 x.sendall(b"ok")
@@ -117,7 +119,8 @@ print("stream pair", y.recv(2).decode())
     );
     std::fs::write(env.project().join("dgram.py"), script).unwrap();
     let out = env.run(["run", "--", python3(), "dgram.py"]);
-    assert!(out.stdout.contains("socketpair EPERM"), "{out:?}");
+    assert!(out.stdout.contains("dgram socketpair EPERM"), "{out:?}");
+    assert!(out.stdout.contains("raw socketpair EPERM"), "{out:?}");
     assert!(out.stdout.contains("stream pair ok"), "{out:?}");
     let mut buf = [0u8; 64];
     assert!(

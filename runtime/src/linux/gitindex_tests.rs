@@ -60,3 +60,50 @@ fn an_index_git_wrote_passes_and_garbage_does_not() {
         "a missing index is git's own business"
     );
 }
+
+/// pid 1 reads indexes the command controls: a FIFO, a symlink or a missing shared index must
+/// be answered at once (a blocking `open` of a FIFO would stop pid 1 guarding the sandbox).
+#[test]
+fn a_fifo_symlink_or_broken_split_index_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "core.splitIndex", "true"]);
+    std::fs::write(dir.path().join("f.txt"), "x").unwrap();
+    git(&["add", "f.txt"]);
+    let index = dir.path().join(".git/index");
+    assert_eq!(problem(&index), None, "a split index git wrote passes");
+    let shared: Vec<_> = std::fs::read_dir(dir.path().join(".git"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("sharedindex."))
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    // The shared index replaced by a FIFO: refused, and promptly.
+    std::fs::remove_file(&shared[0]).unwrap();
+    nix::unistd::mkfifo(&shared[0], nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let t = std::time::Instant::now();
+    assert!(problem(&index).unwrap().contains("shared index"));
+    std::fs::remove_file(&shared[0]).unwrap();
+    assert!(problem(&index).unwrap().contains("missing"));
+    // The index itself a FIFO or a symlink.
+    std::fs::remove_file(&index).unwrap();
+    nix::unistd::mkfifo(&index, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    assert_eq!(problem(&index).as_deref(), Some("it is not a regular file"));
+    std::fs::remove_file(&index).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", &index).unwrap();
+    assert!(problem(&index).is_some());
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+}

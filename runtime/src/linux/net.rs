@@ -190,9 +190,13 @@ pub fn resolv_conf() -> String {
 // The connector: pid 1 connects to ports inside the sandbox for the supervisor (`--publish`).
 
 /// In pid 1: answers one request from the supervisor — two bytes, a port in network order —
-/// with a socket connected to 127.0.0.1:PORT inside the sandbox (payload `0` and the
+/// with a socket connecting to 127.0.0.1:PORT inside the sandbox (payload `0` and the
 /// descriptor) or the connect error (payload: the errno, saturated at 255). `Ok(false)`: the
 /// supervisor closed the channel.
+///
+/// The connect is non-blocking and handed over in progress: the command owns the listener,
+/// and one whose accept queue it keeps full would hold a blocking connect in SYN_SENT for
+/// two minutes, with pid 1 guarding nothing meanwhile. The supervisor waits for it.
 pub fn serve_connect(chan: &OwnedFd) -> nix::Result<bool> {
     let mut req = [0u8; 2];
     let n = {
@@ -206,11 +210,14 @@ pub fn serve_connect(chan: &OwnedFd) -> nix::Result<bool> {
     let connected = socket(
         AddressFamily::Inet,
         SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
         None,
     )
     .and_then(|fd| {
-        nix::sys::socket::connect(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)).map(|()| fd)
+        match nix::sys::socket::connect(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)) {
+            Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => Ok(fd),
+            Err(e) => Err(e),
+        }
     });
     match connected {
         Ok(fd) => send_fd(chan, 0, fd.as_raw_fd())?,
@@ -228,8 +235,10 @@ pub fn serve_connect(chan: &OwnedFd) -> nix::Result<bool> {
     Ok(true)
 }
 
-/// In the supervisor: asks pid 1 for a connection to `port` inside the sandbox. Blocking;
-/// callers serialise requests on one channel.
+/// In the supervisor: asks pid 1 for a connection to `port` inside the sandbox. Blocking
+/// until pid 1 answers (at once); callers serialise requests on one channel. The stream is
+/// non-blocking and may still be connecting: wait for it to become writable, then check
+/// its error (`take_error`).
 pub fn request_connect(chan: &OwnedFd, port: u16) -> std::io::Result<std::net::TcpStream> {
     sendmsg::<()>(
         chan.as_raw_fd(),

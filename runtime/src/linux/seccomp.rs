@@ -29,9 +29,10 @@
 //!   `NETLINK_ROUTE` (0), and `AF_UNIX` unless [`SeccompOptions::allow_unix_sockets`].
 //!   Family and protocol are compared on their low 32 bits because the kernel declares them
 //!   `int`: a full 64-bit equality would let `socket(AF_UNIX | 1 << 32, …)` through, whereas a
-//!   32-bit equality also catches every such variant. `socketpair(AF_UNIX, SOCK_DGRAM)` is
-//!   refused alike (a datagram socket can `sendto` any path, pair or not); stream and
-//!   seqpacket pairs stay allowed: connected for good, they reach nothing outside.
+//!   32-bit equality also catches every such variant. `socketpair(AF_UNIX, …)` is
+//!   refused alike for every type but stream and seqpacket (a datagram socket can `sendto`
+//!   any path, pair or not, and the kernel makes `SOCK_RAW` one); stream and seqpacket pairs
+//!   stay allowed: connected for good, they reach nothing outside.
 //! - `seccomp(SECCOMP_SET_MODE_FILTER, flags, …)` when `flags` has
 //!   `SECCOMP_FILTER_FLAG_NEW_LISTENER` (no user-notification supervisors inside the sandbox);
 //!   stacking further ordinary filters stays allowed.
@@ -314,17 +315,21 @@ fn rules(opts: &SeccompOptions) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Secco
             vec![dword(0, SeccompCmpOp::Eq, int(family))?],
         )?;
     }
-    // socketpair(AF_UNIX, SOCK_DGRAM, …): a datagram socket of a pair is not tied to its peer:
-    // `sendto(path)` and `connect(path)` reach any datagram socket in the view (/dev/log,
-    // journald, sd_notify). Stream and seqpacket pairs stay: they are connected for good.
+    // socketpair(AF_UNIX, type, …) of any type but stream and seqpacket: a datagram socket of a
+    // pair is not tied to its peer: `sendto(path)` and `connect(path)` reach any datagram
+    // socket in the view (/dev/log, journald, sd_notify). The kernel makes `SOCK_RAW` a
+    // datagram socket, so the type (its low four bits, `SOCK_TYPE_MASK`) is allow-listed, not
+    // deny-listed. Stream and seqpacket pairs stay: they are connected for good.
     if !opts.allow_unix_sockets {
-        r.when(
-            libc::SYS_socketpair,
-            vec![
-                dword(0, SeccompCmpOp::Eq, int(libc::AF_UNIX))?,
-                dword(1, SeccompCmpOp::MaskedEq(0xf), int(libc::SOCK_DGRAM))?,
-            ],
-        )?;
+        for ty in (0..=0xf).filter(|t| *t != libc::SOCK_STREAM && *t != libc::SOCK_SEQPACKET) {
+            r.when(
+                libc::SYS_socketpair,
+                vec![
+                    dword(0, SeccompCmpOp::Eq, int(libc::AF_UNIX))?,
+                    dword(1, SeccompCmpOp::MaskedEq(0xf), int(ty))?,
+                ],
+            )?;
+        }
     }
     r.when(
         libc::SYS_socket,

@@ -258,6 +258,10 @@ fn unix_datagram_socketpairs_are_refused_stream_ones_allowed() {
     assert_eq!(pair(&strict, unix, dgram), DENY);
     assert_eq!(pair(&strict, unix, dgram | flags), DENY);
     assert_eq!(pair(&strict, unix | 1 << 32, dgram | 1 << 40), DENY);
+    // The kernel turns SOCK_RAW into a datagram socket for AF_UNIX; any other type too.
+    for ty in [0u64, 3, 4, 6, 10, 15] {
+        assert_eq!(pair(&strict, unix, ty | flags), DENY, "type {ty}");
+    }
     for ty in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
         assert_eq!(pair(&strict, unix, u64::from(ty as u32) | flags), ALLOW);
     }

@@ -242,6 +242,9 @@ pub fn start(
     }
 }
 
+/// How long a published connection may take to reach the listener inside.
+const PUBLISH_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Forwards each connection accepted on the host's `listener` to `port` inside the sandbox.
 async fn forward_published(listener: tokio::net::TcpListener, port: u16, connect: Connect) {
     loop {
@@ -259,6 +262,12 @@ async fn forward_published(listener: tokio::net::TcpListener, port: u16, connect
                 return;
             }
             if let Ok(inside) = tokio::net::TcpStream::from_std(inside) {
+                // The connect may still be in progress (pid 1 never waits for it): a
+                // listener that does not accept within the deadline gets no connection.
+                let ready = tokio::time::timeout(PUBLISH_CONNECT_TIMEOUT, inside.writable()).await;
+                if !matches!(ready, Ok(Ok(()))) || !matches!(inside.take_error(), Ok(None)) {
+                    return;
+                }
                 let _ = client.set_nodelay(true);
                 let _ = inside.set_nodelay(true);
                 let _ = super::proxy::splice::tunnel(&client, &inside).await;
