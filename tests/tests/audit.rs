@@ -313,19 +313,31 @@ fn ignore_violations_drops_records_below_the_listed_paths_for_matching_commands(
             file.to_str().unwrap(),
         ],
         &format!(
-            "touch {q}/a 2>/dev/null; touch {l}/b 2>/dev/null; true",
+            "touch {q}/a 2>/dev/null; touch {l}/b 2>/dev/null; \
+             touch {q}{slashes}../loud/hidden 2>/dev/null; true",
             q = quiet.display(),
-            l = loud.display()
+            l = loud.display(),
+            // Longer than the capture limit: the record holds only `quiet////…`, and the
+            // `../loud/hidden` the kernel wrote is cut off. Never ignored.
+            slashes = "/".repeat(600),
         ),
     );
     assert_eq!(out.code, 0, "{out:?}");
     let recs = records(&file);
+    assert!(!loud.join("hidden").exists());
+    assert!(
+        recs.iter().any(|r| {
+            let t = r["target"].as_str().unwrap_or("");
+            t.starts_with(quiet.to_str().unwrap()) && t.ends_with('…')
+        }),
+        "the cut path was ignored: {recs:#?}"
+    );
     // `*` applies to every command: nothing below `quiet` is recorded.
     assert!(
-        recs.iter().all(|r| !r["target"]
-            .as_str()
-            .unwrap_or("")
-            .starts_with(quiet.to_str().unwrap())),
+        recs.iter().all(|r| {
+            let t = r["target"].as_str().unwrap_or("");
+            !t.starts_with(quiet.to_str().unwrap()) || t.ends_with('…')
+        }),
         "{recs:#?}"
     );
     // `git push` does not match `sh -c ...`: the write below `loud` is recorded.

@@ -36,8 +36,11 @@ pub fn is_ignored(target: &str, ignored: &[PathBuf]) -> bool {
     // A path with `.` or `..` in it is never ignored: `/usr/share/doc/../../../etc/x` starts
     // with an ignored `/usr/share/doc` and names `/etc/x` (the command chooses how to spell
     // what it writes); nor is a relative one.
+    // Nor is a path the kernel program cut at its capture limit (marked with a final `…`): the
+    // part that was cut could hold `..` (`/usr/share/doc` + 600 slashes + `../../../etc/x`).
     let path = Path::new(target);
-    if !path.is_absolute()
+    if target.ends_with('…')
+        || !path.is_absolute()
         || path
             .components()
             .any(|c| matches!(c, Component::ParentDir | Component::CurDir))

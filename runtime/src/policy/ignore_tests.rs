@@ -51,3 +51,12 @@ fn a_path_spelled_with_dot_dot_is_never_ignored() {
     ));
     assert!(!is_ignored("usr/share/doc/x", &ignored));
 }
+
+#[test]
+fn a_path_cut_at_the_capture_limit_is_never_ignored() {
+    let ignored = vec![PathBuf::from("/usr/share/doc")];
+    // What the record holds for `/usr/share/doc` + 600 slashes + `../../../etc/x`.
+    let cut = format!("/usr/share/doc{}…", "/".repeat(497));
+    assert!(!is_ignored(&cut, &ignored));
+    assert!(!is_ignored("/usr/share/doc/x…", &ignored));
+}
