@@ -188,6 +188,39 @@ fn missing_settings_file_and_bad_arguments_exit_125() {
     );
 }
 
+/// A project's settings file is whatever its repository ships: a symlink to /dev/zero or a
+/// FIFO must fail at once with 125, not hang or fill memory.
+#[test]
+fn a_settings_file_that_is_a_device_or_fifo_fails_at_once() {
+    let env = TestEnv::new();
+    let dir = env.project().join(".warden");
+    std::fs::create_dir_all(&dir).unwrap();
+    let settings = dir.join("settings.json");
+    std::os::unix::fs::symlink("/dev/zero", &settings).unwrap();
+    warden_tests::warden_bin(); // built before the clock starts
+    let started = std::time::Instant::now();
+    let out = env.run(["check", "--read", "/etc/hostname"]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("not a regular file"), "{out:?}");
+    std::fs::remove_file(&settings).unwrap();
+    nix::unistd::mkfifo(&settings, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for args in [
+        &["check", "--read", "/etc/hostname"][..],
+        &["explain"],
+        &["settings", "validate", settings.to_str().unwrap()],
+    ] {
+        let out = env.run(args);
+        assert_eq!(out.code, 125, "{args:?}: {out:?}");
+    }
+    let out = env.run(["settings", "validate", "/dev/zero"]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn settings_validate_and_show() {
     let env = TestEnv::new();

@@ -29,6 +29,35 @@ pub trait FsView: Send + Sync {
     fn read_dir(&self, path: &Path) -> Vec<OsString>;
 }
 
+/// Reads a regular file (following symlinks), at most `limit` bytes, without ever blocking:
+/// the file is opened non-blocking and checked on the descriptor, so a FIFO, a device
+/// (`/dev/zero`) or a socket planted where a settings file or `.git` is expected is refused
+/// at once instead of hanging or filling memory. A longer file is an error too.
+pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > limit {
+        return Err(std::io::Error::other(format!(
+            "larger than {limit} bytes ({} bytes)",
+            meta.len()
+        )));
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(std::io::Error::other(format!("larger than {limit} bytes")));
+    }
+    Ok(buf)
+}
+
 /// The host filesystem.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFs;
@@ -53,14 +82,7 @@ impl FsView for RealFs {
     }
 
     fn read_to_string(&self, path: &Path) -> Option<String> {
-        use std::io::Read;
-        let mut buf = String::new();
-        std::fs::File::open(path)
-            .ok()?
-            .take(64 * 1024)
-            .read_to_string(&mut buf)
-            .ok()?;
-        Some(buf)
+        String::from_utf8(read_regular_file(path, 64 * 1024).ok()?).ok()
     }
 
     fn read_dir(&self, path: &Path) -> Vec<OsString> {

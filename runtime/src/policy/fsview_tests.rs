@@ -116,3 +116,22 @@ fn escapes_entry_knows_the_system_aliases_and_nothing_else() {
     // A name that only starts like an alias is not one.
     assert!(esc("/varx"));
 }
+
+#[test]
+fn read_regular_file_refuses_fifos_devices_and_large_files_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let t = std::time::Instant::now();
+    assert!(read_regular_file(&fifo, 1024).is_err());
+    assert!(read_regular_file(Path::new("/dev/zero"), 1024).is_err());
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+    assert!(read_regular_file(&link, 1024).is_err());
+    assert!(RealFs.read_to_string(&fifo).is_none());
+    assert!(t.elapsed() < std::time::Duration::from_secs(1));
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![b'x'; 2000]).unwrap();
+    assert!(read_regular_file(&big, 1024).is_err());
+    assert_eq!(read_regular_file(&big, 2000).unwrap().len(), 2000);
+}

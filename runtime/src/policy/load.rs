@@ -89,12 +89,20 @@ fn invalid(
 
 /// Reads and parses one settings file.
 pub fn load_file(path: &Path) -> Result<ParsedSettings, SettingsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Io {
+    let io = |source| SettingsError::Io {
         path: path.display().to_string(),
         source,
-    })?;
+    };
+    // A regular file of bounded size, read without blocking: a project's settings can be a
+    // symlink its repository ships (to /dev/zero, to a FIFO).
+    let bytes = super::fsview::read_regular_file(path, MAX_SETTINGS_BYTES).map_err(io)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| io(std::io::Error::other("stream did not contain valid UTF-8")))?;
     parse_settings(&text, &path.display().to_string())
 }
+
+/// The largest settings file read (4 MiB: a managed file with tens of thousands of entries).
+pub const MAX_SETTINGS_BYTES: u64 = 4 << 20;
 
 /// Reads a settings file if it exists (`Ok(None)` when it does not).
 pub fn load_optional(path: &Path) -> Result<Option<ParsedSettings>, SettingsError> {
