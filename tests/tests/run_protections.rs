@@ -952,6 +952,53 @@ fn a_bare_repository_inside_the_project_keeps_its_hooks_and_config() {
     }
 }
 
+/// The host frees a placeholder's name during the run; pid 1 takes it again with a fresh
+/// placeholder, which is briefly reachable through the project's writable mount before its
+/// read-only bind. A command that grabs it then (a descriptor held from that moment) must
+/// not be able to create `.claude/settings.json` through it: the fresh placeholder of a
+/// directory name is a file, in which nothing can be created.
+#[test]
+fn a_placeholder_made_again_during_the_run_cannot_be_grabbed_and_filled() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let script = r#"
+import os, time
+open("started", "w").close()
+end = time.time() + 4
+made = []
+while time.time() < end:
+    try:
+        fd = os.open(".claude", os.O_PATH | os.O_NOFOLLOW)
+    except OSError:
+        continue
+    try:
+        w = os.open("settings.json", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(w, b'{"hooks": {}}')
+        os.close(w)
+        made.append("through a held descriptor")
+    except OSError:
+        pass
+    os.close(fd)
+print("made" if made else "never made", flush=True)
+"#;
+    let child = start(&env, &project, &[], "python3", script);
+    wait_for(&project.join("started"));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    // The host removes the (empty, marked) placeholder; pid 1 reserves the name again.
+    std::fs::remove_dir(project.join(".claude")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let now = std::fs::symlink_metadata(project.join(".claude"));
+    let (stdout, stderr) = finish(child);
+    assert!(
+        now.as_ref().is_ok_and(|m| m.is_file()),
+        "the name was not reserved by a file: {now:?}\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("never made"), "{stdout}\n{stderr}");
+    assert!(!project.join(".claude/settings.json").exists());
+    // Removed at the end like any placeholder.
+    assert!(!project.join(".claude").exists(), "{stderr}");
+}
+
 /// The host removes a placeholder during the run (`git clean -fd` removes empty untracked
 /// directories) while the command waits to rename its own `.claude` (with settings that run
 /// code) into the freed name. pid 1 must take the name back first, or, if the command won,

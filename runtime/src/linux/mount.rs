@@ -483,7 +483,16 @@ pub fn restore(list: &mut [Guarded]) -> Vec<(PathBuf, Restored)> {
             // put its own entry there, so pid 1 takes the name first; if something has it
             // already and the entry was warden's placeholder, nothing tells the host's from
             // the command's.
-            match reserve_again(&g.path, r.dir) {
+            // The fresh placeholder is of the other kind than the protected entry (a file for a
+            // directory name, a directory for a file name): between its rename into place and
+            // the bind the command can open it through its writable mount, and what it holds
+            // must be useless — no entries can be made in a file, and a directory at a file's
+            // name is read by nothing. Masks keep their kind (the mount needs it).
+            let make_dir = match g.op {
+                MountOp::ReadOnly { .. } => !r.dir,
+                _ => r.dir,
+            };
+            match reserve_again(&g.path, make_dir, r.dir) {
                 Ok(Some(now)) => {
                     g.reserved = Some(now);
                     expect = Some(now.ino);
@@ -556,7 +565,7 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 /// If `path` is free (checked a few times: a host `rename` over it never frees it, but a
 /// dying mount can make one lookup fail), a fresh marked placeholder takes it
 /// (`RENAME_NOREPLACE`); its identity. `Ok(None)`: something holds the name.
-fn reserve_again(path: &Path, dir: bool) -> std::io::Result<Option<Reserved>> {
+fn reserve_again(path: &Path, make_dir: bool, dir: bool) -> std::io::Result<Option<Reserved>> {
     use std::os::unix::fs::MetadataExt;
     for _ in 0..3 {
         if std::fs::symlink_metadata(path).is_ok() {
@@ -564,7 +573,8 @@ fn reserve_again(path: &Path, dir: bool) -> std::io::Result<Option<Reserved>> {
         }
         std::thread::sleep(std::time::Duration::from_micros(20));
     }
-    match super::placeholder::make_marked(path, dir)? {
+    match super::placeholder::make_marked(path, make_dir)? {
+        // `dir` stays the protected entry's kind: later rounds make the same other kind.
         Some(meta) => Ok(Some(Reserved {
             dev: meta.dev(),
             ino: meta.ino(),
