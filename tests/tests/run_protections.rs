@@ -1242,3 +1242,134 @@ fn a_git_index_brought_in_or_written_through_a_hard_link_ends_the_sandbox() {
         }
     }
 }
+
+/// Three ways a poisoned index once outlived the check (red-team round 12): the writer keeps
+/// the index open until the sandbox dies (no close event while pid 1 watches), a linked
+/// worktree's own index (`.git/worktrees/NAME/index`), and a split index whose shared index
+/// is edited in place after the index naming it was checked. None reaches the host's git.
+#[test]
+fn a_poisoned_index_held_open_in_a_worktree_or_in_a_shared_index_never_reaches_the_host() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("HOME", env.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&project, &["init", "-q"]);
+    git(
+        &project,
+        &[
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    );
+    git(&project, &["worktree", "add", "-q", "wt"]);
+    // `poison INDEX`: the entry AAAAAAAAAA renamed ../.bashrc, checksum fixed, bytes printed.
+    write(
+        &env.root().join("poison.py"),
+        r#"import hashlib, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+i = data.index(b"AAAAAAAAAA")
+data[i:i + 10] = b"../.bashrc"
+body = bytes(data[:-20])
+sys.stdout.buffer.write(body + hashlib.sha1(body).digest())
+"#,
+    );
+    let poison = env.root().join("poison.py");
+    let add = "echo 'echo pwned' > AAAAAAAAAA && git add AAAAAAAAAA && rm AAAAAAAAAA";
+    let cases = [
+        (
+            "held open",
+            project.clone(),
+            project.join(".git/index"),
+            format!(
+                "{add} && python3 {p} .git/index > $TMPDIR/p || exit 9\n\
+                 ( exec 3<>.git/index; cat $TMPDIR/p >&3; sleep 30 ) &\n\
+                 sleep 0.5; echo done",
+                p = poison.display()
+            ),
+        ),
+        (
+            // Through a shared mapping: no write event at all, but the times change (pid 1
+            // looks every second).
+            "mapped",
+            project.clone(),
+            project.join(".git/index"),
+            format!(
+                "{add} && python3 {p} .git/index > $TMPDIR/p && python3 -c '\
+import mmap, os, sys, time
+p = open(sys.argv[1], \"rb\").read()
+f = open(\".git/index\", \"r+b\")
+m = mmap.mmap(f.fileno(), len(p))
+m[:] = p
+time.sleep(4)
+print(\"survived\")
+' $TMPDIR/p; echo done",
+                p = poison.display()
+            ),
+        ),
+        (
+            "worktree",
+            project.join("wt"),
+            project.join(".git/worktrees/wt/index"),
+            format!(
+                "cd wt && {add} && python3 {p} ../.git/worktrees/wt/index > $TMPDIR/p && \
+                 cp $TMPDIR/p ../.git/worktrees/wt/index; sleep 2; echo done",
+                p = poison.display()
+            ),
+        ),
+        (
+            "shared index",
+            project.clone(),
+            project.join(".git/index"),
+            "echo 'echo pwned' > AAAAAAAAAA && git add AAAAAAAAAA && rm AAAAAAAAAA && \
+             git update-index --split-index && \
+             python3 -c 'import glob; p = glob.glob(\".git/sharedindex.*\")[0]; \
+             d = open(p, \"rb\").read(); f = open(p, \"r+b\"); \
+             f.write(d.replace(b\"AAAAAAAAAA\", b\"../.bashrc\")); f.close()'; \
+             sleep 2; echo done"
+                .to_string(),
+        ),
+    ];
+    for (label, cwd, index, script) in cases {
+        let out = sh(&env, &project, &[], &script);
+        assert!(out.stderr.contains("git index"), "{label}: {out:?}");
+        assert!(!out.stdout.contains("survived"), "{label}: {out:?}");
+        // What the host's git would read: no entry leaves the worktree.
+        let ls = std::process::Command::new("git")
+            .current_dir(&cwd)
+            .args(["ls-files"])
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&ls.stdout);
+        assert!(!listed.contains(".bashrc"), "{label}: {listed}\n{out:?}");
+        let bytes = std::fs::read(&index).unwrap_or_default();
+        assert!(
+            !bytes.windows(10).any(|w| w == b"../.bashrc"),
+            "{label}: the poisoned index was left for the host's git"
+        );
+        // Start the next case from a clean index.
+        let _ = std::fs::remove_file(&index);
+        for e in std::fs::read_dir(project.join(".git")).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("sharedindex.") || name.starts_with("index.warden-blocked") {
+                let _ = std::fs::remove_dir_all(e.path());
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        git(&cwd, &["reset", "-q"]);
+    }
+    assert!(!env.home().join(".bashrc").exists());
+}

@@ -34,6 +34,8 @@ pub struct LinuxSandbox {
     network: Option<crate::net::service::Service>,
     approvals_socket: Option<PathBuf>,
     janitor: Janitor,
+    /// The protected git dirs, whose indexes are checked once more at the end.
+    git_dirs: Vec<PathBuf>,
 }
 
 impl Backend for LinuxBackend {
@@ -248,6 +250,7 @@ impl Backend for LinuxBackend {
                     network,
                     approvals_socket: command.approvals.clone(),
                     janitor,
+                    git_dirs: plan.git_dirs.clone(),
                 })
             }
             Err(e) => {
@@ -278,6 +281,9 @@ impl Sandbox for LinuxSandbox {
         if let Some(r) = relay {
             r.finish(std::time::Duration::from_millis(500));
         }
+        // Every process of the sandbox is gone (its pid 1 waited for them): the indexes as
+        // the host's git will read them.
+        super::watch::final_index_check(&self.git_dirs);
         if let Some(net) = &self.network {
             for line in crate::net::service::blocked_summary(&net.events.events()) {
                 eprintln!("{line}");

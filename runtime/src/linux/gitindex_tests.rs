@@ -107,3 +107,35 @@ fn a_fifo_symlink_or_broken_split_index_is_refused_without_blocking() {
         t.elapsed()
     );
 }
+
+/// The supervisor's last look after the sandbox ended: a poisoned index is moved aside; a
+/// good one stays.
+#[test]
+fn the_last_look_moves_a_poisoned_index_aside_and_keeps_a_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(dir.path().join("AAAAAAAAAA"), "x").unwrap();
+    git(&["add", "AAAAAAAAAA"]);
+    let gitdir = dir.path().join(".git");
+    assert!(!crate::linux::watch::final_index_check(
+        std::slice::from_ref(&gitdir)
+    ));
+    assert!(gitdir.join("index").exists());
+    let index = gitdir.join("index");
+    let mut data = std::fs::read(&index).unwrap();
+    let i = data.windows(10).position(|w| w == b"AAAAAAAAAA").unwrap();
+    data[i..i + 10].copy_from_slice(b"../.bashrc");
+    std::fs::write(&index, &data).unwrap();
+    assert!(crate::linux::watch::final_index_check(
+        std::slice::from_ref(&gitdir)
+    ));
+    assert!(!index.exists(), "the poisoned index was left");
+}

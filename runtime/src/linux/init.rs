@@ -177,6 +177,8 @@ fn supervise_polling(
             PollTimeout::from(50u16)
         } else if late.as_ref().is_some_and(|l| l.waiting()) {
             PollTimeout::from(100u16)
+        } else if forbidden.as_ref().is_some_and(|f| f.polls_indexes()) {
+            PollTimeout::try_from(super::watch::INDEX_POLL).unwrap_or(PollTimeout::NONE)
         } else {
             PollTimeout::NONE
         };
@@ -191,6 +193,9 @@ fn supervise_polling(
         let chan_ready = ready(chan_at);
         let mounts_ready = ready(mounts_at) || (n == 0 && mounts.is_some());
         let forbidden_ready = ready(forbidden_at);
+        if let (0, Some(f)) = (n, &forbidden) {
+            f.poll_indexes();
+        }
         let late_ready = ready(late_at) || (n == 0 && late.is_some());
         let sig_ready = ready(Some(0));
         drop(fds);
@@ -310,7 +315,7 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
     };
     let set = signal_set();
     // Watched before the command exists, so nothing it creates is missed.
-    let forbidden = super::watch::Forbidden::watch(&plan.forbidden);
+    let forbidden = super::watch::Forbidden::watch(&plan.forbidden, &plan.git_dirs);
     let late = super::watch::LateMasks::watch(&plan.mask_later);
     // SAFETY: pid 1 is single-threaded, so fork is safe.
     match unsafe { fork() } {

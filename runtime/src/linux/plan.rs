@@ -91,6 +91,11 @@ pub struct Plan {
     /// it points). Pid 1 watches their directories and moves such an entry aside at once.
     #[serde(default)]
     pub forbidden: Vec<PathBuf>,
+    /// The protected git dirs (a `.git`, a linked worktree's or submodule's git dir, a bare
+    /// repository): pid 1 checks every `index` the command writes in them while it runs, and
+    /// the supervisor each one once more after it ended ([`super::gitindex`]).
+    #[serde(default)]
+    pub git_dirs: Vec<PathBuf>,
     /// Literal `denyRead` paths missing when the sandbox starts: pid 1 watches their nearest
     /// existing ancestor and masks each as soon as it appears.
     #[serde(default)]
@@ -427,6 +432,18 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
+    let git_dirs: Vec<PathBuf> = read_only
+        .iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n == "hooks" || n == "config" || n == "commondir" || n == "gitdir")
+        })
+        .filter_map(|p| p.parent())
+        .filter(|g| fs.kind(&g.join("HEAD")) == Some(FileKind::File))
+        .map(Path::to_path_buf)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let mut pin_roots = writable.clone();
     if tmp_enabled {
         pin_roots.push(input.dirs.tmpdir.clone());
@@ -641,6 +658,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         network: input.network.map(|n| n.plan),
         terminal: None,
         forbidden,
+        git_dirs,
         mask_later,
     })
 }

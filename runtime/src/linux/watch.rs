@@ -22,6 +22,24 @@ pub struct Forbidden {
     /// (IN_ATTRIB: the link count) reaches no watch on the git dir.
     index_watches:
         std::cell::RefCell<Vec<(nix::sys::inotify::WatchDescriptor, std::path::PathBuf)>>,
+    /// Each git dir's index as last seen (inode, size, mtime, ctime): a write through a shared
+    /// mapping raises no inotify event, but the kernel updates the times; looked at every
+    /// [`INDEX_POLL`].
+    index_stamps: std::cell::RefCell<Vec<(std::path::PathBuf, Option<[i64; 4]>)>>,
+}
+
+/// How often pid 1 looks at the indexes' times (a few `lstat`s).
+pub const INDEX_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn index_stamp(dir: &std::path::Path) -> Option<[i64; 4]> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(dir.join("index")).ok()?;
+    Some([
+        m.ino() as i64,
+        m.size() as i64,
+        m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+    ])
 }
 
 impl Forbidden {
@@ -31,6 +49,7 @@ impl Forbidden {
         if let Ok(wd) = self.inotify.add_watch(
             &dir.join("index"),
             AddWatchFlags::IN_CLOSE_WRITE
+                | AddWatchFlags::IN_MODIFY
                 | AddWatchFlags::IN_ATTRIB
                 | AddWatchFlags::IN_DONT_FOLLOW,
         ) {
@@ -41,9 +60,14 @@ impl Forbidden {
         }
     }
 
-    pub fn watch(paths: &[std::path::PathBuf]) -> Option<Forbidden> {
+    /// Watches the directories of the forbidden `paths`, and every git dir in `git_dirs` for
+    /// the indexes written there.
+    pub fn watch(
+        paths: &[std::path::PathBuf],
+        git_dirs: &[std::path::PathBuf],
+    ) -> Option<Forbidden> {
         use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-        if paths.is_empty() {
+        if paths.is_empty() && git_dirs.is_empty() {
             return None;
         }
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
@@ -52,27 +76,41 @@ impl Forbidden {
             std::path::PathBuf,
             Vec<std::ffi::OsString>,
         )> = Vec::new();
-        for path in paths {
-            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-                continue;
-            };
+        let entries = paths
+            .iter()
+            .filter_map(|p| Some((p.parent()?, Some(p.file_name()?))))
+            .chain(git_dirs.iter().map(|g| (g.as_path(), None)));
+        for (dir, name) in entries {
             if let Some(w) = watches.iter_mut().find(|w| w.1 == dir) {
-                w.2.push(name.to_os_string());
+                w.2.extend(name.map(|n| n.to_os_string()));
                 continue;
             }
-            // IN_CLOSE_WRITE too: the git dir's `index`, written in place or renamed over
-            // from `index.lock`, is checked each time ([`super::gitindex`]).
+            // IN_CLOSE_WRITE and IN_MODIFY too: the git dir's `index` (and a split index's
+            // `sharedindex.*`), written in place or renamed over from `index.lock`, is checked
+            // each time ([`super::gitindex`]). git never writes either in place, so a check
+            // that meets a half-written one and refuses it ends only an attack.
             if let Ok(wd) = inotify.add_watch(
                 dir,
                 AddWatchFlags::IN_CREATE
                     | AddWatchFlags::IN_MOVED_TO
-                    | AddWatchFlags::IN_CLOSE_WRITE,
+                    | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_MODIFY,
             ) {
-                watches.push((wd, dir.to_path_buf(), vec![name.to_os_string()]));
+                watches.push((
+                    wd,
+                    dir.to_path_buf(),
+                    name.map(|n| n.to_os_string()).into_iter().collect(),
+                ));
             }
         }
         let f = Forbidden {
             inotify,
+            index_stamps: std::cell::RefCell::new(
+                git_dirs
+                    .iter()
+                    .map(|g| (g.clone(), index_stamp(g)))
+                    .collect(),
+            ),
             watches,
             index_watches: std::cell::RefCell::new(Vec::new()),
         };
@@ -112,16 +150,21 @@ impl Forbidden {
             // Every way a new `index` can appear: written in place, renamed over, linked in
             // (`ln x .git/index` raises only IN_CREATE). Writes through other names, and new
             // links, reach the watch on the index file itself (above).
-            if name == "index"
+            let shared = name.as_encoded_bytes().starts_with(b"sharedindex.");
+            if (name == "index" || shared)
                 && event.mask.intersects(
                     nix::sys::inotify::AddWatchFlags::IN_CLOSE_WRITE
+                        | nix::sys::inotify::AddWatchFlags::IN_MODIFY
                         | nix::sys::inotify::AddWatchFlags::IN_MOVED_TO
                         | nix::sys::inotify::AddWatchFlags::IN_CREATE,
                 )
             {
                 if let Some((_, dir, _)) = self.watches.iter().find(|(wd, _, _)| *wd == event.wd) {
-                    check_index(&dir.join(name));
-                    self.watch_index(dir);
+                    // A shared index is checked through the index that names it.
+                    check_index(&dir.join("index"));
+                    if !shared {
+                        self.watch_index(dir);
+                    }
                 }
                 continue;
             }
@@ -149,6 +192,26 @@ impl Forbidden {
              config from where it points); {what}; the sandbox was ended",
             path.display()
         );
+    }
+
+    /// Whether [`Forbidden::poll_indexes`] has anything to look at.
+    pub fn polls_indexes(&self) -> bool {
+        !self.index_stamps.borrow().is_empty()
+    }
+
+    /// Every [`INDEX_POLL`]: an index whose times changed without an event is checked.
+    pub fn poll_indexes(&self) {
+        let mut changed = Vec::new();
+        for (dir, stamp) in self.index_stamps.borrow_mut().iter_mut() {
+            let now = index_stamp(dir);
+            if now != *stamp {
+                *stamp = now;
+                changed.push(dir.clone());
+            }
+        }
+        for dir in changed {
+            check_index(&dir.join("index"));
+        }
     }
 
     /// After a queue overflow (events lost): look at every forbidden entry again.
@@ -338,12 +401,38 @@ fn check_index(path: &std::path::Path) {
     );
 }
 
+/// After the sandbox ended (in the supervisor): every index in the protected `git_dirs`
+/// once more. A writer that keeps the index open until the sandbox dies closes it when no
+/// watch is left, and a shared index can be changed in place; nothing runs in the sandbox
+/// any more, so what is there now is what the host's git will read. A bad index is moved
+/// aside. Returns whether one was.
+pub fn final_index_check(git_dirs: &[std::path::PathBuf]) -> bool {
+    let mut blocked = false;
+    for dir in git_dirs {
+        let path = dir.join("index");
+        let Some(why) = super::gitindex::problem(&path) else {
+            continue;
+        };
+        blocked = true;
+        let what = move_aside(&path, false);
+        eprintln!(
+            "warden: blocked: the command left a git index the host's git must not trust              ({why}: a checkout would write that path outside the sandbox); {what}              (`git reset` rebuilds the index)",
+        );
+    }
+    blocked
+}
+
 /// Ends the sandbox (SIGKILL to every process of its pid namespace but pid 1) and moves
 /// `path` aside under a fresh name (`RENAME_NOREPLACE`); when that fails, removes it if
 /// `remove_if_stuck` (never for what may be the user's own). Says which, for the message.
 pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
     // First stop the command (pid 1 of the namespace: -1 reaches every other process).
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    move_aside(path, remove_if_stuck)
+}
+
+/// Moves `path` aside under a fresh name; see [`end_and_move_aside`].
+fn move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
     // Into a directory made for it under an unguessable name: names the command could
     // prepare in advance (`NAME.warden-blocked-0` … `-99`) must not keep the entry in place.
     let mut moved = None;
