@@ -766,20 +766,9 @@ impl OutputFile {
             path: path.to_path_buf(),
             source,
         };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let name = path
-            .file_name()
-            .ok_or_else(|| err(std::io::Error::other("names no file")))?
-            .to_os_string();
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(dir)
-            .map_err(err)?;
+        // The directory as named, never through a link a command could have planted.
+        let (dir, name) = crate::files::open_parent(path).map_err(err)?;
+        let dir = std::fs::File::from(dir);
         Ok(OutputFile {
             path: path.to_path_buf(),
             dir,
