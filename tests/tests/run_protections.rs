@@ -728,6 +728,7 @@ fn start_up_files_in_a_writable_home_are_protected() {
     let home = env.home();
     write(&home.join(".claude.json"), "{}\n");
     std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+    std::fs::create_dir_all(home.join(".pyenv/shims")).unwrap();
     let script = attempts(&[
         ("aliases", "echo 'touch /tmp/pwned' > .bash_aliases"),
         ("local-bin", "echo 'touch /tmp/pwned' > .local/bin/git"),
@@ -737,6 +738,11 @@ fn start_up_files_in_a_writable_home_are_protected() {
             "mkdir -p .cargo && echo '[build]' > .cargo/config.toml",
         ),
         ("inputrc", "echo x > .inputrc"),
+        (
+            "pyenv-shim",
+            "echo 'touch /tmp/pwned' > .pyenv/shims/python3",
+        ),
+        ("yarnrc", "echo 'yarnPath: x.js' > .yarnrc.yml"),
     ]) + "echo x > notes.txt && echo wrote-notes";
     let out = sh(&env, &home, &[], &script);
     assert_eq!(out.code, 0, "{out:?}");
@@ -748,6 +754,8 @@ fn start_up_files_in_a_writable_home_are_protected() {
             "claude-json",
             "cargo-config",
             "inputrc",
+            "pyenv-shim",
+            "yarnrc",
         ],
     );
     assert!(out.stdout.contains("wrote-notes"), "{out:?}");
@@ -760,6 +768,8 @@ fn start_up_files_in_a_writable_home_are_protected() {
         ".local/bin/git",
         ".cargo/config.toml",
         ".inputrc",
+        ".pyenv/shims/python3",
+        ".yarnrc.yml",
     ] {
         assert!(!home.join(p).exists(), "{p} was written or left behind");
     }

@@ -83,6 +83,14 @@ pub const HOME_STARTUP_FILES: &[&str] = &[
     ".irbrc",
     ".pryrc",
     ".terraformrc",
+    // yarn's `yarnPath` runs a file it names; Mercurial hooks; psql's `\!`; terminal and
+    // prompt configs that run commands (red-team round 12).
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".hgrc",
+    ".psqlrc",
+    ".wezterm.lua",
+    ".config/starship.toml",
 ];
 
 /// Directories in the home directory whose contents run on the host: on `PATH` (`.local/bin`,
@@ -114,6 +122,22 @@ pub const HOME_STARTUP_DIRS: &[&str] = &[
     ".kube",
     ".docker",
     ".gnupg",
+    // Version managers whose shims and installs are on PATH or sourced by the shell
+    // (`~/.pyenv/shims/python3`, `~/.nvm/nvm.sh`, rustup's toolchains behind its proxies),
+    // and other directories of programs the host runs.
+    ".pyenv",
+    ".nvm",
+    ".rbenv",
+    ".sdkman",
+    ".volta",
+    ".rustup",
+    "go/bin",
+    ".bun/bin",
+    ".deno/bin",
+    ".gradle/init.d",
+    ".config/gh",
+    ".config/Cursor",
+    ".config/VSCodium",
 ];
 
 /// What a protection hit is, for reasons and rule references.
