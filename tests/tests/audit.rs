@@ -653,3 +653,63 @@ fn a_violations_file_the_sandbox_replaced_with_a_link_is_not_written_through() {
         );
     }
 }
+
+/// The violations file in the writable working directory (`--violations v.jsonl`): the
+/// command must not truncate, rewrite or forge the records of its own run, nor the metrics.
+#[test]
+fn the_command_cannot_rewrite_the_record_files_of_its_own_run() {
+    if !ready("the_command_cannot_rewrite_the_record_files_of_its_own_run") {
+        return;
+    }
+    let env = TestEnv::new();
+    let settings = settings(&env, "");
+    let target = env.root().join("not-writable");
+    let script = format!(
+        "touch {t} 2>/dev/null; \
+         python3 -c '
+import os
+for what, f in ((\"truncate\", lambda: open(\"v.jsonl\", \"w\")),
+                (\"append\", lambda: open(\"v.jsonl\", \"a\").write(\"{{\\\"forged\\\": 1}}\\n\")),
+                (\"remove\", lambda: os.unlink(\"v.jsonl\")),
+                (\"metrics\", lambda: open(\"m.prom\", \"w\").write(\"forged 1\\n\"))):
+    try:
+        f(); print(what, \"done\")
+    except OSError as e:
+        print(what, \"refused\", e.errno)
+'",
+        t = target.display()
+    );
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            "v.jsonl",
+            "--metrics-file",
+            "m.prom",
+        ],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    for what in ["truncate", "append", "remove", "metrics"] {
+        assert!(
+            out.stdout.contains(&format!("{what} refused")),
+            "{what}: {out:?}"
+        );
+    }
+    let file = env.project().join("v.jsonl");
+    let recs = records(&file);
+    assert!(
+        recs.iter()
+            .all(|r| r.get("forged").is_none() && r["sandbox"].is_string()),
+        "{recs:#?}"
+    );
+    assert!(
+        !find(&recs, "file-write", target.to_str().unwrap()).is_empty(),
+        "{recs:#?}"
+    );
+    let metrics = std::fs::read_to_string(env.project().join("m.prom")).unwrap();
+    assert!(!metrics.contains("forged 1"), "{metrics}");
+    assert!(metrics.contains("warden_violations_total"), "{metrics}");
+}

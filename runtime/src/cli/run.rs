@@ -163,18 +163,25 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     // `--label` (#5): on the run's metrics and records, and the audit daemon's.
     let labels = crate::metrics::Labels::parse(&args.label)?;
     // Metrics (#5): the listener is bound now; it serves once the sandbox runs.
-    let mut exporter = crate::metrics::request(
+    let metrics_request = crate::metrics::request(
         &policy,
         args.metrics_file.clone(),
         args.metrics_listen.clone(),
-    )?
-    .map(|r| {
-        crate::metrics::Exporter::open(crate::metrics::MetricsRequest {
-            labels: labels.clone(),
-            ..r
+    )?;
+    // The files warden writes its records to: read-only in the sandbox (see below).
+    let mut record_files: Vec<std::path::PathBuf> = metrics_request
+        .as_ref()
+        .and_then(|r| r.file.clone())
+        .into_iter()
+        .collect();
+    let mut exporter = metrics_request
+        .map(|r| {
+            crate::metrics::Exporter::open(crate::metrics::MetricsRequest {
+                labels: labels.clone(),
+                ..r
+            })
         })
-    })
-    .transpose()?;
+        .transpose()?;
     // Audit (#5): loaded before the sandbox exists, still single-threaded.
     #[cfg(target_os = "linux")]
     if let Some(request) = crate::audit::request(
@@ -183,6 +190,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         args.annotate_stderr,
         exporter.as_ref().map(|e| e.metrics()),
     ) {
+        record_files.extend(request.file.clone());
         crate::audit::begin(crate::audit::AuditRequest {
             labels: labels.clone(),
             ..request
@@ -196,6 +204,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             .join(" ");
         crate::audit::set_ignored(crate::audit::ignored_paths(&policy, &line));
     }
+    // A record file in a writable directory (`--violations ./v.jsonl`) would be the command's
+    // to truncate or forge: protected like warden's own settings.
+    protect_record_files(&mut policy, &record_files);
     let live = crate::policy::live::LivePolicy::new(std::sync::Arc::new(policy.clone()));
     let whole = policy.mode == Mode::WholeProcess;
     if whole && !args.quiet {
@@ -487,4 +498,32 @@ fn run_unsandboxed(line: &str) -> anyhow::Result<i32> {
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(crate::cli::EXIT_WARDEN))
+}
+
+/// Adds warden's own record files (violations, metrics) to the protections: read-only in the
+/// view, so the command cannot truncate, rewrite or forge the records of its own run. A
+/// handed-over descriptor (`/dev/fd/N`) is not a path in the view.
+fn protect_record_files(policy: &mut Policy, files: &[std::path::PathBuf]) {
+    use crate::policy::mandatory::ConfigPath;
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    for file in files {
+        let text = file.to_string_lossy();
+        if text.starts_with("/dev/fd/") || text.starts_with("/proc/self/fd/") {
+            continue;
+        }
+        let named = crate::policy::fsview::lexical(&cwd, file);
+        let real = crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), &named)
+            .unwrap_or_else(|_| named.clone());
+        for path in [named, real] {
+            if !policy.paths.mandatory.config.iter().any(|c| c.path == path) {
+                policy.paths.mandatory.config.push(ConfigPath {
+                    path,
+                    dir: false,
+                    what: "warden's record file of this run",
+                });
+            }
+        }
+    }
 }
