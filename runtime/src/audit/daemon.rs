@@ -121,7 +121,8 @@ pub fn run(config: &DaemonConfig) -> Result<(), AuditError> {
         .map(crate::metrics::bind)
         .transpose()
         .map_err(|e| err("metrics", e))?;
-    let collector = Collector::new(config.violations.as_deref())?;
+    let collector = Collector::for_daemon(config.violations.as_deref())?;
+    let file_collector = collector.clone();
     let programs = Programs::load()?;
     let lsm = super::lsm::LsmPrograms::load(Some(&programs.lsm_shared()));
     match &lsm {
@@ -243,6 +244,16 @@ pub fn run(config: &DaemonConfig) -> Result<(), AuditError> {
     let left = state.programs.lock().map(|p| p.watching()).unwrap_or(0);
     drop(state);
     eprintln!("warden audit: stopped ({left} sandboxes left registered, programs detached)");
+    let over = file_collector.over_cap();
+    if over > 0 {
+        eprintln!(
+            "warden audit: {over} records were not written to the violations file (sandboxes \
+             past their share of it); they were counted in the metrics"
+        );
+    }
+    if let Some(e) = file_collector.write_error() {
+        eprintln!("warden audit: warning: the violations file: {e}");
+    }
     Ok(())
 }
 

@@ -334,6 +334,11 @@ struct Inner {
     file_bytes: u64,
     over_cap: u64,
     file_cap: u64,
+    /// The audit daemon's node-wide file: each sandbox may fill at most this much of it (one
+    /// sandbox's flood must not crowd out the others' records), and the file is rotated
+    /// (`FILE.1`) when it reaches `file_cap` instead of stopping.
+    per_sandbox_cap: Option<u64>,
+    sandbox_bytes: HashMap<String, u64>,
 }
 
 /// The most one run appends to the violations file (`warden.audit.maxFileBytes` is not a
@@ -373,6 +378,17 @@ impl Collector {
             metrics,
             uplink: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// The audit daemon's collector: the node-wide file rotates at [`FILE_CAP`] (one older
+    /// file kept, `FILE.1`) and each sandbox may write at most a quarter of that; past its
+    /// share a sandbox's records are counted and reported, not written.
+    pub fn for_daemon(file: Option<&Path>) -> Result<Arc<Collector>, AuditError> {
+        let c = Collector::new(file)?;
+        if let Ok(mut i) = c.inner.lock() {
+            i.per_sandbox_cap = Some(FILE_CAP / 4);
+        }
+        Ok(c)
     }
 
     /// The one place every record passes (kernel and proxy): counted, then batched.
@@ -430,17 +446,58 @@ impl Collector {
         let batch = std::mem::take(&mut inner.batch);
         let coalesced = coalesce(batch);
         let mut text = String::new();
+        let mut shed = 0u64;
         for rec in &coalesced {
             if let Ok(line) = serde_json::to_string(rec) {
+                if let Some(cap) = inner.per_sandbox_cap {
+                    let used = inner.sandbox_bytes.entry(rec.sandbox.clone()).or_insert(0);
+                    if *used + line.len() as u64 + 1 > cap {
+                        if *used <= cap {
+                            eprintln!(
+                                "warden audit: sandbox {} reached its share of the violations \
+                                 file ({} MiB); its further records are counted, not written",
+                                crate::api::printable(&rec.sandbox),
+                                cap >> 20
+                            );
+                            *used = cap + 1;
+                        }
+                        shed += 1;
+                        continue;
+                    }
+                    *used += line.len() as u64 + 1;
+                }
                 text.push_str(&line);
                 text.push('\n');
             }
         }
+        inner.over_cap += shed;
         let mut error = None;
+        // The daemon's file rotates rather than stops: it runs for as long as the node does.
+        if inner.per_sandbox_cap.is_some()
+            && inner.file_bytes + text.len() as u64 > inner.file_cap
+            && inner.file.is_some()
+        {
+            if let Some((path, current)) = inner.file.take() {
+                let mut old = path.clone().into_os_string();
+                old.push(".1");
+                let reopened =
+                    std::fs::rename(&path, &old).and_then(|()| crate::files::open_append(&path));
+                match reopened {
+                    Ok(f) => {
+                        inner.file = Some((path, f));
+                        inner.file_bytes = 0;
+                    }
+                    Err(e) => {
+                        error = Some(format!("{}: rotating: {e}", path.display()));
+                        inner.file = Some((path, current));
+                    }
+                }
+            }
+        }
         let room = inner.file_cap.saturating_sub(inner.file_bytes);
         let over = inner.file.is_some() && text.len() as u64 > room;
         if over {
-            inner.over_cap += coalesced.len() as u64;
+            inner.over_cap += coalesced.len() as u64 - shed;
         } else if let Some((path, f)) = &mut inner.file {
             if let Err(e) = f.write_all(text.as_bytes()) {
                 error = Some(format!("{}: {e}", path.display()));

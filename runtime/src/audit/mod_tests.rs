@@ -211,3 +211,44 @@ fn a_run_appends_at_most_its_cap_to_the_file_and_counts_the_rest() {
     let (kept, more) = c.violations();
     assert_eq!(kept.len() as u64 + more, 200);
 }
+
+/// The daemon's node-wide file: one sandbox's flood fills only its share, another sandbox's
+/// records are still written, and the file rotates instead of stopping.
+#[test]
+fn the_daemon_file_gives_each_sandbox_a_share_and_rotates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.jsonl");
+    let c = Collector::for_daemon(Some(&path)).unwrap();
+    c.set_file_cap(16 << 10);
+    if let Ok(mut i) = c.inner.lock() {
+        i.per_sandbox_cap = Some(4 << 10);
+    }
+    for i in 0..500 {
+        let mut r = rec(&format!("/etc/flood{i}"), true);
+        r.sandbox = "attacker".into();
+        c.push(r);
+        c.flush();
+    }
+    let mut v = rec("/etc/victim-write", true);
+    v.sandbox = "victim".into();
+    c.push(v);
+    c.flush();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("/etc/victim-write"), "{text}");
+    let attacker = text.lines().filter(|l| l.contains("attacker")).count();
+    assert!(attacker > 0 && attacker < 100, "{attacker}");
+    assert!(c.over_cap() >= 400, "{}", c.over_cap());
+    // Many sandboxes each within their share: the file rotates and keeps recording.
+    for s in 0..40 {
+        for i in 0..10 {
+            let mut r = rec(&format!("/etc/s{s}-{i}"), true);
+            r.sandbox = format!("sandbox-{s}");
+            c.push(r);
+            c.flush();
+        }
+    }
+    assert!(dir.path().join("node.jsonl.1").exists());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("/etc/s39-9"), "the newest record is written");
+    assert!(std::fs::metadata(&path).unwrap().len() <= 16 << 10);
+}
