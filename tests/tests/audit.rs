@@ -713,3 +713,23 @@ for what, f in ((\"truncate\", lambda: open(\"v.jsonl\", \"w\")),
     assert!(!metrics.contains("forged 1"), "{metrics}");
     assert!(metrics.contains("warden_violations_total"), "{metrics}");
 }
+
+/// A line that is not UTF-8 in a violations file (it lies next to a sandbox) is one bad line,
+/// skipped with a message, not the end of the query.
+#[test]
+fn warden_violations_skips_a_line_that_is_not_text() {
+    let env = TestEnv::new();
+    let file = env.root().join("v.jsonl");
+    let mut bytes = br#"{"time":"2026-11-22T01:00:05.000Z","kind":"file-write","violation":true,"operation":"open","target":"/etc/x","count":1}"#.to_vec();
+    bytes.extend_from_slice(b"\n\xff\xfe not text\n");
+    bytes.extend_from_slice(br#"{"time":"2026-11-22T01:00:06.000Z","kind":"file-write","violation":true,"operation":"open","target":"/etc/y","count":1}"#);
+    bytes.push(b'\n');
+    std::fs::write(&file, bytes).unwrap();
+    let out = env.run(["violations", "--file", file.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("/etc/x") && out.stdout.contains("/etc/y"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains(":2: not a record"), "{out:?}");
+}

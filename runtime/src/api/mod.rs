@@ -1327,8 +1327,22 @@ impl Policy {
 /// name the sandboxed command chose cannot end the `<sandbox_violations>` block early, forge
 /// lines after it or drive the terminal.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let bad =
-        |c: char| c.is_control() || c == '<' || c == '>' || c == '\u{2028}' || c == '\u{2029}';
+    // Controls, the block's own `<>`, line separators, and the bidirectional formatting
+    // characters that reorder what a terminal shows (U+202E makes `txt.exe` read `exe.txt`).
+    let bad = |c: char| {
+        c.is_control()
+            || matches!(
+                c,
+                '<' | '>'
+                    | '\u{2028}'
+                    | '\u{2029}'
+                    | '\u{061c}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+            )
+    };
     if !text.chars().any(bad) {
         return std::borrow::Cow::Borrowed(text);
     }

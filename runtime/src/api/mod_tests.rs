@@ -778,4 +778,11 @@ fn printable_text_cannot_break_lines_or_drive_the_terminal() {
         "{shown}"
     );
     assert_eq!(printable("naïve/日本"), "naïve/日本");
+    // Bidirectional overrides reorder what a terminal shows.
+    let shown = printable("/tmp/\u{202e}txt.exe\u{2066}x\u{2069}");
+    assert!(
+        !shown.contains('\u{202e}') && !shown.contains('\u{2066}') && !shown.contains('\u{2069}'),
+        "{shown}"
+    );
+    assert!(shown.contains("\\xe2\\x80\\xae"), "{shown}");
 }

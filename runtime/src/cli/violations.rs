@@ -151,14 +151,16 @@ pub fn run(args: &ViolationsArgs) -> anyhow::Result<i32> {
     };
     let f = std::fs::File::open(&file).with_context(|| format!("opening {}", file.display()))?;
     let mut reader = std::io::BufReader::new(f);
-    let mut line = String::new();
+    // Bytes, not text: a line that is not UTF-8 (the file is written next to a sandbox) is
+    // one bad line, skipped like any other, not the end of the query.
+    let mut line: Vec<u8> = Vec::new();
     let mut number = 0u64;
     loop {
         line.clear();
         let n = reader
-            .read_line(&mut line)
+            .read_until(b'\n', &mut line)
             .with_context(|| format!("reading {}", file.display()))?;
-        if n == 0 || !line.ends_with('\n') {
+        if n == 0 || line.last() != Some(&b'\n') {
             if !args.follow {
                 return Ok(0);
             }
@@ -170,7 +172,7 @@ pub fn run(args: &ViolationsArgs) -> anyhow::Result<i32> {
             continue;
         }
         number += 1;
-        match serde_json::from_str::<Value>(line.trim_end()) {
+        match serde_json::from_slice::<Value>(line.trim_ascii_end()) {
             Ok(rec) if filter.matches(&rec) => println!("{}", show(&rec, args.json)),
             Ok(_) => {}
             Err(e) => eprintln!(
