@@ -169,6 +169,19 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 #define NR_renameat2 316
 #define NR_openat2 437
 #define NR_fchmodat2 452
+#define NR_fchmod 91
+#define NR_fchown 93
+#define NR_fsetxattr 190
+#define NR_removexattr 197
+#define NR_lremovexattr 198
+#define NR_fremovexattr 199
+#define NR_futimesat 261
+#define NR_utimes 235
+#define NR_utime 132
+#define NR_setxattrat 463
+#define NR_removexattrat 466
+#define NR_execve 59
+#define NR_execveat 322
 #define SYSCALL_NR(regs) ((regs)->orig_ax)
 #else
 #error "warden's audit programs support x86_64 only so far"
@@ -217,6 +230,19 @@ static __always_inline bool file_syscall(long nr, struct file_args *a)
 	F(lsetxattr, OP_LSETXATTR, 0, -1, -1, -1)
 	F(mknodat,   OP_MKNODAT,   1, -1, -1,  0)
 	F(mknod,     OP_MKNOD,     0, -1, -1, -1)
+	F(fchmod,    OP_FCHMOD,   -1, -1, -1,  0)
+	F(fchown,    OP_FCHOWN,   -1, -1, -1,  0)
+	F(fsetxattr, OP_FSETXATTR, -1, -1, -1, 0)
+	F(removexattr,  OP_REMOVEXATTR,  0, -1, -1, -1)
+	F(lremovexattr, OP_LREMOVEXATTR, 0, -1, -1, -1)
+	F(fremovexattr, OP_FREMOVEXATTR, -1, -1, -1, 0)
+	F(futimesat, OP_FUTIMESAT, 1, -1, -1,  0)
+	F(utimes,    OP_UTIMES,    0, -1, -1, -1)
+	F(utime,     OP_UTIME,     0, -1, -1, -1)
+	F(setxattrat,    OP_SETXATTRAT,    1, -1, -1, 0)
+	F(removexattrat, OP_REMOVEXATTRAT, 1, -1, -1, 0)
+	F(execve,    OP_EXECVE,    0, -1, -1, -1)
+	F(execveat,  OP_EXECVEAT,  1, -1, -1,  0)
 	default:
 		return false;
 	}
@@ -359,6 +385,7 @@ static __always_inline void file_enter(struct pt_regs *regs, long nr, struct fil
 	p->ev.path2[0] = 0;
 	p->upath = 0;
 	p->upath2 = 0;
+	p->dfd = a->dfd >= 0 ? (int)arg(regs, a->dfd) : AT_FDCWD;
 	__u64 flags = 0;
 	if (a->op == OP_OPENAT2) {
 		__u64 how_flags = 0;
@@ -481,15 +508,29 @@ static long cwd_step(__u32 i, void *arg)
  * the record. One bpf_loop step per name keeps the verifier's work per step, not per path.
  * Returns false when the walk did not reach the root (too deep, or the names did not fit).
  */
-static __always_inline bool cwd_names(__u16 *count)
+/* The same for the file descriptor `fd` names (a directory for a path relative to it, the
+ * file itself for a call on a descriptor), or, for AT_FDCWD, the working directory. */
+static __always_inline bool dir_names(int fd, __u16 *count)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct fs_struct *fs = BPF_CORE_READ(task, fs);
 	if (!fs)
 		return false;
 	struct cwd_walk w = {};
-	w.d = BPF_CORE_READ(fs, pwd.dentry);
-	w.vm = BPF_CORE_READ(fs, pwd.mnt);
+	if (fd == AT_FDCWD) {
+		w.d = BPF_CORE_READ(fs, pwd.dentry);
+		w.vm = BPF_CORE_READ(fs, pwd.mnt);
+	} else {
+		struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+		if (!fdt || fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+			return false;
+		struct file **fds = BPF_CORE_READ(fdt, fd);
+		struct file *f = 0;
+		if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+			return false;
+		w.d = BPF_CORE_READ(f, f_path.dentry);
+		w.vm = BPF_CORE_READ(f, f_path.mnt);
+	}
 	w.root_d = BPF_CORE_READ(fs, root.dentry);
 	w.root_m = BPF_CORE_READ(fs, root.mnt);
 	w.m = container_of(w.vm, struct mount, mnt);
@@ -498,6 +539,11 @@ static __always_inline bool cwd_names(__u16 *count)
 		return false;
 	*count = w.n;
 	return true;
+}
+
+static __always_inline bool cwd_names(__u16 *count)
+{
+	return dir_names(AT_FDCWD, count);
 }
 
 /* Exit of a recorded file syscall: report refusals and opens of a denyRead mask. */
@@ -529,6 +575,12 @@ static __always_inline void file_exit(struct pending *p, long ret)
 	if (p->ev.path[0] && p->ev.path[0] != '/' && !(p->ev.flags & FL_RELATIVE) &&
 	    !p->ev.path2[0] && cwd_names(&p->ev.port))
 		p->ev.flags |= FL_CWD;
+	/* Relative to a directory descriptor, or no path at all (a call on a descriptor,
+	 * AT_EMPTY_PATH, futimens): the descriptor's own names, the same way. */
+	else if (p->ev.path[0] != '/' && !p->ev.path2[0] && p->dfd != AT_FDCWD &&
+		 (!p->ev.path[0] || (p->ev.flags & FL_RELATIVE)) &&
+		 dir_names((int)p->dfd, &p->ev.port))
+		p->ev.flags = (p->ev.flags & ~FL_RELATIVE) | FL_CWD;
 	p->ev.ret = (__s32)ret;
 	fill_task(&p->ev, p->ev.cgroup_id);
 	emit(&p->ev);

@@ -51,6 +51,21 @@
 #define OP_LSETXATTR 26
 #define OP_MKNODAT 27
 #define OP_MKNOD 28
+/* Calls on a descriptor (no path: the target is the descriptor's file, named at exit), the
+ * xattr removals, the older time calls, and exec (a refused execve names no other record). */
+#define OP_FCHMOD 29
+#define OP_FCHOWN 30
+#define OP_FSETXATTR 31
+#define OP_REMOVEXATTR 32
+#define OP_LREMOVEXATTR 33
+#define OP_FREMOVEXATTR 34
+#define OP_FUTIMESAT 35
+#define OP_UTIMES 36
+#define OP_UTIME 37
+#define OP_SETXATTRAT 38
+#define OP_REMOVEXATTRAT 39
+#define OP_EXECVE 47
+#define OP_EXECVEAT 48
 #define OP_CONNECT 40
 #define OP_SENDMSG 46  /* sendmsg_unix: a datagram sent to a unix socket path */
 #define OP_SOCKET 41
@@ -127,6 +142,7 @@ struct pending {
 	__u64 upath2;
 	__s64 nr;     /* the system call it belongs to */
 	__u64 wflags; /* the watched cgroup's W_* flags */
+	__s64 dfd;    /* the directory (or file) descriptor argument; AT_FDCWD when none */
 };
 
 /* Values of the `watched` map (a cgroup id's flags). */

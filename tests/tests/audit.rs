@@ -623,10 +623,11 @@ fn a_violations_file_the_sandbox_replaced_with_a_link_is_not_written_through() {
     for how in ["symlink", "hard link"] {
         let _ = std::fs::remove_file(&file);
         if how == "symlink" {
-            // The first run creates the file; its command replaces it.
+            // A run that records nothing there (the file is read-only in a run that writes
+            // it) plants the link.
             let out = run(
                 &env,
-                &["--settings", &s, "--violations", &v],
+                &["--settings", &s],
                 &format!("rm -f {v} && ln -s {t} {v}"),
             );
             assert_eq!(out.code, 0, "{how}: {out:?}");
@@ -732,4 +733,79 @@ fn warden_violations_skips_a_line_that_is_not_text() {
         "{out:?}"
     );
     assert!(out.stderr.contains(":2: not a record"), "{out:?}");
+}
+
+/// Refusals through calls on a descriptor (fchmod, fchown, futimens, fsetxattr,
+/// fremovexattr), xattr removal by path, a path relative to a directory descriptor and a
+/// refused exec: each recorded, naming the file the kernel used (red-team round 12 found
+/// them unrecorded or named only `target`).
+#[test]
+fn refusals_through_descriptors_xattr_removal_and_exec_are_recorded_by_name() {
+    if !ready("refusals_through_descriptors_xattr_removal_and_exec_are_recorded_by_name") {
+        return;
+    }
+    let env = TestEnv::new();
+    let settings = settings(&env, "");
+    let ro = env.root().join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::write(ro.join("target"), "x").unwrap();
+    std::fs::write(ro.join("script"), "#!/bin/sh\necho hi\n").unwrap();
+    let script = format!(
+        r#"
+import os
+def t(name, f):
+    try:
+        f(); print(name, "ok")
+    except OSError as e:
+        print(name, e.errno)
+fd = os.open("{ro}/target", os.O_RDONLY)
+t("fchmod", lambda: os.fchmod(fd, 0o777))
+t("fchown", lambda: os.fchown(fd, os.getuid(), os.getgid()))
+t("futimens", lambda: os.utime(fd))
+t("fsetxattr", lambda: os.setxattr(fd, "user.x", b"1"))
+t("removexattr", lambda: os.removexattr("{ro}/target", "user.x"))
+d = os.open("{ro}", os.O_RDONLY | os.O_DIRECTORY)
+t("openat", lambda: os.open("target", os.O_WRONLY, dir_fd=d))
+t("exec", lambda: os.execv("{ro}/script", ["script"]))
+"#,
+        ro = ro.display()
+    );
+    std::fs::write(env.project().join("t.py"), script).unwrap();
+    let file = env.root().join("v.jsonl");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            file.to_str().unwrap(),
+        ],
+        "python3 t.py",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let recs = records(&file);
+    let target = ro.join("target");
+    let target = target.to_str().unwrap();
+    for op in [
+        "chmod",
+        "chown",
+        "utimes",
+        "setxattr",
+        "removexattr",
+        "open",
+    ] {
+        assert!(
+            find(&recs, "file-write", target)
+                .iter()
+                .any(|r| r["operation"] == op),
+            "{op}: {recs:#?}\n{out:?}"
+        );
+    }
+    let exec = find(&recs, "exec", ro.join("script").to_str().unwrap());
+    assert!(
+        exec.iter().any(|r| r["violation"] == true),
+        "{recs:#?}\n{out:?}"
+    );
+    // Nothing named by a bare relative name.
+    assert!(find(&recs, "file-write", "target").is_empty(), "{recs:#?}");
 }

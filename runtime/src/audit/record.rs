@@ -471,6 +471,12 @@ pub fn op_name(op: u16) -> &'static str {
         24 => "utimes",
         25 | 26 => "setxattr",
         27 | 28 => "mknod",
+        29 => "chmod",
+        30 => "chown",
+        31 | 38 => "setxattr",
+        32..=34 | 39 => "removexattr",
+        35..=37 => "utimes",
+        47 | 48 => "exec",
         40 => "connect",
         41 => "socket",
         46 => "sendmsg",
@@ -482,12 +488,18 @@ const O_ACCMODE: u64 = 0o3;
 const O_CREAT: u64 = 0o100;
 const O_TRUNC: u64 = 0o1000;
 
-/// Whether a file operation writes: opens by their flags, everything else but `open` writes.
+/// Whether a file operation writes: opens by their flags, exec never, everything else writes.
 pub fn is_write(op: u16, flags: u64) -> bool {
     match op {
         1 | 2 | 4 => flags & O_ACCMODE != 0 || flags & (O_CREAT | O_TRUNC) != 0,
+        47 | 48 => false,
         _ => true,
     }
+}
+
+/// Whether a file operation is a refused `execve`/`execveat`.
+pub fn is_exec(op: u16) -> bool {
+    matches!(op, 47 | 48)
 }
 
 /// The name of a socket family.
@@ -764,6 +776,8 @@ impl Classifier {
             (ev.flags & FL_CWD != 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&ev.path2)));
         let cwd = kernel_cwd.as_deref().or(cwd);
         let path = match cwd {
+            // A call on a descriptor: the kernel named the descriptor's file itself.
+            Some(c) if raw.is_empty() && kernel_cwd.is_some() => c.to_path_buf(),
             Some(c) if !raw.starts_with('/') && !relative_to_fd && !raw.is_empty() => {
                 lexical(&c.join(&raw))
             }
@@ -777,7 +791,9 @@ impl Classifier {
             rec.detail = Some(String::from_utf8_lossy(&ev.path2).into_owned());
         }
         let write = is_write(ev.op, ev.flags & 0xffff_ffff);
-        rec.kind = if write {
+        rec.kind = if is_exec(ev.op) {
+            Kind::Exec
+        } else if write {
             Kind::FileWrite
         } else {
             Kind::FileRead
