@@ -616,6 +616,13 @@ static __always_inline void unobserved_exit(struct pt_regs *regs, long nr, long 
 		return;
 	p->ev.flags = (__u64)nr;
 	p->ev.family = (__u16)arg(regs, 0);
+	/* A call of another ABI (warden's filter refuses them all): x32 numbers carry
+	 * __X32_SYSCALL_BIT, an i386 call (int 0x80) runs with TS_COMPAT set. */
+	p->ev.port = 0;
+	if (nr & 0x40000000)
+		p->ev.port = 1;
+	else if (BPF_CORE_READ(bpf_get_current_task_btf(), thread_info.status) & 0x0002)
+		p->ev.port = 2;
 	p->ev.ret = (__s32)ret;
 	emit(&p->ev);
 }

@@ -809,3 +809,67 @@ t("exec", lambda: os.execv("{ro}/script", ["script"]))
     // Nothing named by a bare relative name.
     assert!(find(&recs, "file-write", "target").is_empty(), "{recs:#?}");
 }
+
+/// What warden's seccomp filter refuses is recorded with `layer: seccomp`: namespaces through
+/// `clone`, TIOCSTI, `reboot`, and calls of another ABI (i386 `int 0x80`, x32), which the
+/// filter refuses whole (red-team round 12 found these unrecorded).
+#[test]
+fn seccomp_refusals_of_clone_tiocsti_and_foreign_abis_are_recorded() {
+    if !ready("seccomp_refusals_of_clone_tiocsti_and_foreign_abis_are_recorded") {
+        return;
+    }
+    let env = TestEnv::new();
+    let settings = settings(&env, "");
+    let src = env.root().join("s.c");
+    std::fs::write(
+        &src,
+        r#"#define _GNU_SOURCE
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+    long r;
+    char c = 'x';
+    syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+    ioctl(0, TIOCSTI, &c);
+    syscall(SYS_reboot, 0, 0, 0, 0);
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(20L));
+    syscall(0x40000000 | 39);
+    puts("done");
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = env.project().join("s");
+    let cc = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (`cc`, which Rust's own linking needs) is required for this test");
+    assert!(cc.status.success(), "{cc:?}");
+    let file = env.root().join("v.jsonl");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            file.to_str().unwrap(),
+        ],
+        "./s",
+    );
+    assert!(out.stdout.contains("done"), "{out:?}");
+    let recs = records(&file);
+    for op in ["clone", "ioctl", "reboot", "i386 syscall", "x32 syscall"] {
+        assert!(
+            recs.iter()
+                .any(|r| r["operation"] == op && r["layer"] == "seccomp" && r["violation"] == true),
+            "{op}: {recs:#?}"
+        );
+    }
+}

@@ -564,6 +564,30 @@ pub fn seccomp_denied(nr: i64) -> Option<(&'static str, Kind)> {
         (libc::SYS_finit_module, "finit_module", Syscall),
         (libc::SYS_open_by_handle_at, "open_by_handle_at", Syscall),
         (libc::SYS_personality, "personality", Syscall),
+        // The rest of what warden's filter refuses (linux/seccomp.rs): namespaces through
+        // clone, terminal injection, the clock, modules, swap, the kernel log, io_uring.
+        (libc::SYS_clone, "clone", Mount),
+        (libc::SYS_clone3, "clone3", Mount),
+        (libc::SYS_ioctl, "ioctl", Syscall),
+        (libc::SYS_socketpair, "socketpair", Syscall),
+        (libc::SYS_seccomp, "seccomp", Syscall),
+        (libc::SYS_io_uring_enter, "io_uring_enter", Syscall),
+        (libc::SYS_io_uring_register, "io_uring_register", Syscall),
+        (libc::SYS_name_to_handle_at, "name_to_handle_at", Syscall),
+        (libc::SYS_kexec_file_load, "kexec_file_load", Syscall),
+        (libc::SYS_delete_module, "delete_module", Syscall),
+        (libc::SYS_reboot, "reboot", Syscall),
+        (libc::SYS_syslog, "syslog", Syscall),
+        (libc::SYS_acct, "acct", Syscall),
+        (libc::SYS_swapon, "swapon", Syscall),
+        (libc::SYS_swapoff, "swapoff", Syscall),
+        (libc::SYS_quotactl, "quotactl", Syscall),
+        (libc::SYS_quotactl_fd, "quotactl_fd", Syscall),
+        (libc::SYS_settimeofday, "settimeofday", Syscall),
+        (libc::SYS_clock_settime, "clock_settime", Syscall),
+        (libc::SYS_clock_adjtime, "clock_adjtime", Syscall),
+        (libc::SYS_adjtimex, "adjtimex", Syscall),
+        (libc::SYS_vhangup, "vhangup", Syscall),
     ];
     table
         .iter()
@@ -736,8 +760,20 @@ impl Classifier {
                 }
             }
             EV_SYSCALL => {
-                // flags: the call's number; family: its first argument.
+                // flags: the call's number; family: its first argument; port: the ABI when
+                // not the native one (1: x32, 2: i386), which warden's filter refuses whole.
                 let nr = i64::try_from(ev.flags).unwrap_or(-1);
+                if ev.port == 1 || ev.port == 2 {
+                    let abi = if ev.port == 1 { "x32" } else { "i386" };
+                    rec.operation = format!("{abi} syscall");
+                    rec.kind = Kind::Syscall;
+                    rec.target = format!("{abi} system call {}", nr & !0x4000_0000);
+                    rec.layer = Some(Layer::Seccomp);
+                    rec.reason = Some(format!(
+                        "seccomp refuses every non-native system call ABI ({abi}) in the sandbox"
+                    ));
+                    return Some(rec);
+                }
                 let (name, kind) = seccomp_denied(nr)?;
                 rec.operation = name.to_string();
                 rec.kind = kind;
