@@ -157,6 +157,8 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 /* A pending record's `nr` for a datagram send: sendto, sendmsg and sendmmsg all reach the
  * sendmsg_unix hook, which cannot tell them apart. */
 #define NR_ANY_SEND -2
+/* ... and for a connect hook: connect, or a send with TCP fast open, or io_uring_enter. */
+#define NR_ANY_CONNECT -3
 #define NR_mkdirat 258
 #define NR_mknodat 259
 #define NR_fchownat 260
@@ -665,10 +667,16 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	bool send = p->nr == NR_ANY_SEND &&
 		    (nr == NR_sendto || nr == NR_sendmsg || nr == NR_sendmmsg);
-	if (p->nr != nr && !send) {
+	bool conn = p->nr == NR_ANY_CONNECT && may_have_connect(nr);
+	if (p->nr != nr && !send && !conn) {
 		/* A leftover of a call that never returned through here: not this call's. */
 		bpf_map_delete_elem(&pending_calls, &tid);
 		unobserved_exit(regs, nr, ret);
+		return 0;
+	}
+	/* A datagram that left (on the sandbox's own loopback) is no record. */
+	if (p->ev.kind == EV_CONNECT && p->ev.op == OP_SENDMSG && ret >= 0) {
+		bpf_map_delete_elem(&pending_calls, &tid);
 		return 0;
 	}
 	p->ev.ret = (__s32)ret;
@@ -712,12 +720,12 @@ int sched_exec(struct trace_event_raw_sched_process_exec *ctx)
 /* connect(): the address as the kernel copied it, recorded at the cgroup hook and reported
  * with the syscall's result at sys_exit_connect. Always allowed: the sandbox's empty network
  * namespace refuses on its own. */
-static __always_inline void connect_begin(struct bpf_sock_addr *ctx, __u16 family)
+static __always_inline void connect_begin(struct bpf_sock_addr *ctx, __u16 family, __u16 op)
 {
 	__u64 cg = watched_cgroup();
 	if (!cg)
 		return;
-	struct pending *p = begin(cg, EV_CONNECT, OP_CONNECT);
+	struct pending *p = begin(cg, EV_CONNECT, op);
 	if (!p)
 		return;
 	p->ev.family = family;
@@ -735,21 +743,40 @@ static __always_inline void connect_begin(struct bpf_sock_addr *ctx, __u16 famil
 		__builtin_memcpy(p->ev.addr + 12, &w3, 4);
 	}
 	p->ev.flags = ctx->type;
-	p->nr = NR_connect;
+	/* A connect hook also runs in sendto/sendmsg (TCP fast open) and io_uring_enter; a
+	 * datagram send hook in any of the send calls. */
+	p->nr = op == OP_SENDMSG ? NR_ANY_SEND : NR_ANY_CONNECT;
 	commit(p);
 }
 
 SEC("cgroup/connect4")
 int connect4(struct bpf_sock_addr *ctx)
 {
-	connect_begin(ctx, AF_INET);
+	connect_begin(ctx, AF_INET, OP_CONNECT);
 	return 1;
 }
 
 SEC("cgroup/connect6")
 int connect6(struct bpf_sock_addr *ctx)
 {
-	connect_begin(ctx, AF_INET6);
+	connect_begin(ctx, AF_INET6, OP_CONNECT);
+	return 1;
+}
+
+/* A datagram sent to an address (UDP sendto/sendmsg on an unconnected socket, which never
+ * connects): recorded when the send fails — in the sandbox's empty network namespace every
+ * send off its loopback does. */
+SEC("cgroup/sendmsg4")
+int sendmsg4(struct bpf_sock_addr *ctx)
+{
+	connect_begin(ctx, AF_INET, OP_SENDMSG);
+	return 1;
+}
+
+SEC("cgroup/sendmsg6")
+int sendmsg6(struct bpf_sock_addr *ctx)
+{
+	connect_begin(ctx, AF_INET6, OP_SENDMSG);
 	return 1;
 }
 

@@ -873,3 +873,60 @@ int main(void) {
         );
     }
 }
+
+/// A UDP datagram sent straight to an address (no connect) and a TCP fast-open send are
+/// attempts to leave as much as a connect is: recorded (red-team round 12 found both
+/// unrecorded); a datagram on the sandbox's own loopback is not.
+#[test]
+fn udp_sends_and_fast_open_off_the_sandbox_are_recorded() {
+    if !ready("udp_sends_and_fast_open_off_the_sandbox_are_recorded") {
+        return;
+    }
+    let env = TestEnv::new();
+    let settings = settings(&env, "");
+    std::fs::write(
+        env.project().join("u.py"),
+        r#"import socket
+for fam, addr in ((socket.AF_INET, ("192.0.2.7", 53)), (socket.AF_INET6, ("2001:db8::7", 53))):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    try:
+        s.sendto(b"x", addr)
+    except OSError:
+        pass
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+try:
+    s.sendto(b"x", socket.MSG_FASTOPEN, ("192.0.2.8", 443))
+except OSError:
+    pass
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9))
+print("done")
+"#,
+    )
+    .unwrap();
+    let file = env.root().join("v.jsonl");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            file.to_str().unwrap(),
+        ],
+        "python3 u.py",
+    );
+    assert!(out.stdout.contains("done"), "{out:?}");
+    let recs = records(&file);
+    for (target, op) in [
+        ("192.0.2.7:53", "sendmsg"),
+        ("[2001:db8::7]:53", "sendmsg"),
+        ("192.0.2.8:443", "connect"),
+    ] {
+        let r = one(&recs, "network", target);
+        assert_eq!(r["operation"], op, "{r:#?}");
+        assert_eq!(r["violation"], true, "{r:#?}");
+    }
+    assert!(
+        find(&recs, "network", "127.0.0.1:9").is_empty(),
+        "{recs:#?}"
+    );
+}

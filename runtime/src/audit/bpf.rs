@@ -27,7 +27,14 @@ mod skel {
 }
 
 /// The cgroup programs: attached per sandbox, to its cgroup directory.
-pub const CGROUP_PROGRAMS: [&str; 4] = ["connect4", "connect6", "connect_unix", "sendmsg_unix"];
+pub const CGROUP_PROGRAMS: [&str; 6] = [
+    "connect4",
+    "connect6",
+    "sendmsg4",
+    "sendmsg6",
+    "connect_unix",
+    "sendmsg_unix",
+];
 
 /// `UNIX_KEY_LEN` of warden.bpf.h, and the kernel's sun_path size.
 const UNIX_KEY_LEN: usize = 128;

@@ -164,12 +164,14 @@ pub const DIRECTIONS: [&str; 2] = ["up", "down"];
 pub const DROP_REASONS: [&str; 3] = ["ring-buffer-full", "pending-map-full", "undecodable"];
 
 /// `program` of `warden_bpf_programs_loaded`: the programs of `ebpf/warden.bpf.c`.
-pub const PROGRAMS: [&str; 8] = [
+pub const PROGRAMS: [&str; 10] = [
     "sys_enter",
     "sys_exit",
     "sched_exec",
     "connect4",
     "connect6",
+    "sendmsg4",
+    "sendmsg6",
     "connect_unix",
     "sendmsg_unix",
     "other",
