@@ -366,3 +366,26 @@ fn a_proxy_is_started_when_anything_could_be_allowed_and_not_everything_is_denie
     )
     .wants_proxy(true));
 }
+
+/// Lists are unioned in linear time: a project file with 100 000 `denyRead` entries (an
+/// untrusted one may narrow the sandbox) must not cost minutes.
+#[test]
+fn a_huge_list_merges_in_linear_time() {
+    let entries: Vec<serde_json::Value> = (0..100_000)
+        .map(|i| serde_json::Value::String(format!("/x/{i}")))
+        .collect();
+    let json = serde_json::json!({"filesystem": {"denyRead": entries}});
+    let settings: SandboxSettings = serde_json::from_value(json).unwrap();
+    let layer = LayerInput {
+        provenance: Provenance::builtin(),
+        settings,
+    };
+    let started = std::time::Instant::now();
+    let eff = Effective::merge(&[layer.clone(), layer]);
+    assert_eq!(eff.strings("filesystem.denyRead").len(), 100_000);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

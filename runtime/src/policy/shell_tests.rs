@@ -555,3 +555,20 @@ fn non_ascii_input_never_reaches_the_scanner() {
     assert_eq!(cmds[1].words, vec!["cat", "\u{1F600}.txt"]);
     assert_eq!(cmds[1].text, "cat \u{1F600}.txt");
 }
+
+/// A broken line whose error recovery costs more than the input (`a | ` repeated, ending in a
+/// pipe: quadratic in tree-sitter) is given up on within the parse budget.
+#[test]
+fn a_line_that_takes_too_long_to_parse_is_too_long_to_analyse() {
+    let line = "a | ".repeat(12_000);
+    let started = std::time::Instant::now();
+    assert_eq!(simple_commands(&line), Err(ShellParseError::TooDeep));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // Ordinary long pipelines still parse.
+    let ok = format!("{}b", "a | ".repeat(200));
+    assert_eq!(simple_commands(&ok).unwrap().len(), 201);
+}
