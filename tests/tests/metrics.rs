@@ -273,6 +273,55 @@ fn metrics_and_healthz_are_served_on_loopback_while_the_command_runs() {
     assert!(http_get(addr, "/metrics").is_none());
 }
 
+/// Any local user can connect to a loopback port: connections that trickle their request a
+/// byte at a time must not keep a scraper out (200 of them once did, for as long as they
+/// lasted).
+#[test]
+fn slow_connections_cannot_keep_a_scrape_out() {
+    let env = TestEnv::new();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut child = run_command(&env, &["--metrics-addr", &addr.to_string()], "sleep 8")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http_get(addr, "/healthz").is_none() {
+        assert!(Instant::now() < deadline, "the endpoint never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // 200 connections, each having sent one byte of a request, held open.
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            let _ = s.write_all(b"G");
+            slow.push(s);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    let mut scraped = false;
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        if http_get(addr, "/metrics").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
+            scraped = true;
+            break;
+        }
+        // The slow clients keep trickling.
+        for s in &mut slow {
+            let _ = s.write_all(b"E");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(slow);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+    assert!(scraped, "no scrape got through the slow connections");
+}
+
 #[test]
 fn a_remote_listen_address_needs_allow_remote() {
     let env = TestEnv::new();

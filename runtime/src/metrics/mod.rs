@@ -1200,12 +1200,15 @@ fn serve(
                 };
                 // Scrapers are few: a bounded number of connections at once, each with a
                 // deadline, and a pause after a failed accept (out of descriptors) instead of
-                // a busy loop — local users can connect to a loopback port.
-                let slots = Arc::new(tokio::sync::Semaphore::new(SCRAPE_CONNECTIONS));
+                // a busy loop — local users can connect to a loopback port. When all are
+                // taken, the oldest one that has lasted longer than a scrape does is closed
+                // for the new one: connections that trickle a byte a second cannot hold
+                // every slot (200 of them kept a scrape out for good).
+                let mut active: std::collections::VecDeque<(
+                    std::time::Instant,
+                    tokio::task::AbortHandle,
+                )> = std::collections::VecDeque::new();
                 loop {
-                    let Ok(permit) = slots.clone().acquire_owned().await else {
-                        break;
-                    };
                     tokio::select! {
                         _ = &mut stopped => break,
                         accepted = listener.accept() => {
@@ -1213,9 +1216,19 @@ fn serve(
                                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                                 continue;
                             };
+                            active.retain(|(_, h)| !h.is_finished());
+                            if active.len() >= SCRAPE_CONNECTIONS {
+                                match active.front() {
+                                    Some((since, h)) if since.elapsed() >= SCRAPE_EVICT_AFTER => {
+                                        h.abort();
+                                        active.pop_front();
+                                    }
+                                    // All busy and young: this one is turned away.
+                                    _ => continue,
+                                }
+                            }
                             let metrics = metrics.clone();
-                            tokio::spawn(async move {
-                                let _permit = permit;
+                            let task = tokio::spawn(async move {
                                 let service = hyper::service::service_fn(move |req| {
                                     let resp = respond(metrics.as_ref(), &req);
                                     async move { Ok::<_, std::convert::Infallible>(resp) }
@@ -1227,6 +1240,7 @@ fn serve(
                                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                                 let _ = tokio::time::timeout(SCRAPE_TIMEOUT, conn).await;
                             });
+                            active.push_back((std::time::Instant::now(), task.abort_handle()));
                         }
                     }
                 }
@@ -1238,8 +1252,11 @@ fn serve(
 
 type Body = http_body_util::Full<bytes::Bytes>;
 
-/// Connections the metrics endpoint serves at once; more wait in the accept queue.
+/// Connections the metrics endpoint serves at once.
 pub const SCRAPE_CONNECTIONS: usize = 16;
+/// A connection older than this may be closed for a new one when all are taken (a scrape
+/// takes milliseconds).
+pub const SCRAPE_EVICT_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 /// How long one scrape connection may take, request and response.
 pub const SCRAPE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
