@@ -188,6 +188,33 @@ fn missing_settings_file_and_bad_arguments_exit_125() {
     );
 }
 
+/// `settings validate` says ok only for settings `warden run` accepts: what a run checks
+/// when it starts (metrics address, cpuMax, proxy ports, the hook) is checked too.
+#[test]
+fn settings_validate_refuses_what_a_run_would_refuse() {
+    let env = TestEnv::new();
+    for (name, json) in [
+        ("addr", r#"{"warden": {"metrics": {"addr": "/tmp/x"}}}"#),
+        ("cpu", r#"{"warden": {"limits": {"cpuMax": "-1"}}}"#),
+        ("port", r#"{"network": {"httpProxyPort": 0}}"#),
+        (
+            "hook",
+            r#"{"warden": {"hooks": {"beforeCommand": "a\u0000b"}}}"#,
+        ),
+    ] {
+        let f = env.write_settings(&format!("{name}.json"), json);
+        let out = env.run(["settings", "validate", f.to_str().unwrap()]);
+        assert_eq!(out.code, 125, "{name}: {out:?}");
+        assert!(out.stderr.contains("error"), "{name}: {out:?}");
+    }
+    let f = env.write_settings(
+        "fine.json",
+        r#"{"warden": {"limits": {"cpuMax": "50000 100000"}, "metrics": {"addr": "127.0.0.1:9464"}}}"#,
+    );
+    let out = env.run(["settings", "validate", f.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
 /// A project's settings file is whatever its repository ships: a symlink to /dev/zero or a
 /// FIFO must fail at once with 125, not hang or fill memory.
 #[test]

@@ -99,9 +99,9 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<i32> {
                     protected: Vec::new(),
                 };
                 let input = layer(Layer::Cli, 0, &f.display().to_string(), parsed.settings);
-                Policy::build(&[input], ctx, &RealFs)
-                    .map(|_| parsed.form)
-                    .map_err(anyhow::Error::from)
+                let policy = Policy::build(&[input], ctx, &RealFs)?;
+                runtime_checks(&policy)?;
+                Ok(parsed.form)
             });
         match result {
             Ok(form) => println!(
@@ -119,6 +119,42 @@ fn validate(files: &[PathBuf]) -> anyhow::Result<i32> {
         }
     }
     Ok(if ok { 0 } else { super::EXIT_WARDEN })
+}
+
+/// What `warden run` checks of the settings only when it starts, checked here too, so that
+/// `validate` says ok only for settings a run accepts: the metrics address, rlimits, proxy
+/// ports, `cpuMax`, and the hook's command.
+fn runtime_checks(policy: &Policy) -> anyhow::Result<()> {
+    crate::metrics::request(policy, None, None)?;
+    crate::policy::limits::rlimits(policy).map_err(anyhow::Error::msg)?;
+    for key in ["network.httpProxyPort", "network.socksProxyPort"] {
+        if let Some(p) = policy.effective.u64(key) {
+            if p == 0 || p > u64::from(u16::MAX) {
+                anyhow::bail!("`{key}` {p} is not a port");
+            }
+        }
+    }
+    if let Some(cpu) = policy.effective.str("warden.limits.cpuMax") {
+        let mut parts = cpu.split_whitespace();
+        let quota_ok = parts
+            .next()
+            .is_some_and(|q| q == "max" || q.parse::<u64>().is_ok_and(|n| n > 0));
+        let period_ok = parts
+            .next()
+            .is_none_or(|p| p.parse::<u64>().is_ok_and(|n| n > 0));
+        if !quota_ok || !period_ok || parts.next().is_some() {
+            anyhow::bail!(
+                "`warden.limits.cpuMax` {cpu:?}: expected \"QUOTA [PERIOD]\" in microseconds \
+                 or \"max\" (cgroup v2 cpu.max)"
+            );
+        }
+    }
+    if let Some(hook) = policy.effective.str("warden.hooks.beforeCommand") {
+        if hook.contains('\0') || hook.trim().is_empty() {
+            anyhow::bail!("`warden.hooks.beforeCommand` {hook:?} is not a command");
+        }
+    }
+    Ok(())
 }
 
 /// The JSON Schema of a settings file (srt form; Claude Code's form nests it under `sandbox`).
