@@ -169,6 +169,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         args.metrics_listen.clone(),
     )?;
     // The files warden writes its records to: read-only in the sandbox (see below).
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut record_files: Vec<std::path::PathBuf> = metrics_request
         .as_ref()
         .and_then(|r| r.file.clone())
