@@ -93,7 +93,7 @@ pub const LAYERS: [&str; 10] = [
 /// `operation` of `warden_violations_total`: the system calls the eBPF programs record, the
 /// calls warden's seccomp filter refuses, the proxy's request types, and `other` for anything
 /// else (an unknown call, Seatbelt's operation names).
-pub const OPERATIONS: [&str; 52] = [
+pub const OPERATIONS: [&str; 77] = [
     // Files (the eBPF programs' file operations).
     "open",
     "creat",
@@ -108,6 +108,7 @@ pub const OPERATIONS: [&str; 52] = [
     "truncate",
     "utimes",
     "setxattr",
+    "removexattr",
     "mknod",
     // Sockets and exec.
     "connect",
@@ -142,6 +143,30 @@ pub const OPERATIONS: [&str; 52] = [
     "finit_module",
     "open_by_handle_at",
     "personality",
+    "clone",
+    "clone3",
+    "ioctl",
+    "socketpair",
+    "seccomp",
+    "io_uring_enter",
+    "io_uring_register",
+    "name_to_handle_at",
+    "kexec_file_load",
+    "delete_module",
+    "reboot",
+    "syslog",
+    "acct",
+    "swapon",
+    "swapoff",
+    "quotactl",
+    "quotactl_fd",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "vhangup",
+    "i386 syscall",
+    "x32 syscall",
     // The proxy's requests.
     "http",
     "connect-tunnel",
