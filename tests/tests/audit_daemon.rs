@@ -662,8 +662,9 @@ fn sigterm_removes_the_socket_and_detaches_every_link() {
     let held = link_ids(daemon.pid());
     assert_eq!(
         held.len(),
-        idle.len() + 4,
-        "four cgroup programs (connect4, connect6, connect_unix, sendmsg_unix): {held:?}"
+        idle.len() + 6,
+        "six cgroup programs (connect4, connect6, sendmsg4, sendmsg6, connect_unix, \
+         sendmsg_unix): {held:?}"
     );
     let status = daemon.stop();
     assert!(status.success(), "{status}\n{}", daemon.stderr());
