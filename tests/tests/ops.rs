@@ -572,7 +572,7 @@ fn the_dashboard_and_alert_queries_work_on_prometheus_scraping_a_warden_run() {
     assert_eq!(get("Sandboxes active", "A", &[]), 1.0);
     assert!(get("Violations (runs exposed)", "A", &[]) >= 8.0);
     assert_eq!(get("eBPF events dropped (runs exposed)", "A", &[]), 0.0);
-    assert_eq!(get("eBPF programs loaded", "A", &[]), 7.0);
+    assert_eq!(get("eBPF programs loaded", "A", &[]), 9.0);
     for kind in ["file-write", "file-read", "network"] {
         assert!(
             get("Violations/s by kind", "A", &[("kind", kind)]) > 0.0,

@@ -1383,3 +1383,101 @@ print(\"survived\")
     }
     assert!(!env.home().join(".bashrc").exists());
 }
+
+/// Red-team round 13: a tree cache naming a tree with `.claude/settings.json` (the user's
+/// next `git commit` would store it), a symbolic link planted as `.git/COMMIT_EDITMSG` (the
+/// host's `git commit` writes through it), and a worktree added during the run whose
+/// `commondir` is pointed elsewhere: none survives the run.
+#[test]
+fn a_tree_cache_a_git_dir_symlink_or_a_new_worktree_cannot_reach_the_host() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("HOME", env.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&project, &["init", "-q"]);
+    write(&project.join("README"), "readme\n");
+    git(&project, &["add", "."]);
+    git(
+        &project,
+        &[
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    let victim = env.root().join("victim_rc");
+    write(&victim, "# the user's rc\n");
+    // 1. The tree cache.
+    let script = r#"set -e
+echo change >> README; git add README; git write-tree >/dev/null
+export GIT_INDEX_FILE=$TMPDIR/idx; cp .git/index $GIT_INDEX_FILE
+blob=$(echo '{"hooks":{}}' | git hash-object -w --stdin)
+git update-index --add --cacheinfo 100644,$blob,.claude/settings.json
+T=$(git write-tree); unset GIT_INDEX_FILE
+python3 - "$T" <<'PY'
+import sys, hashlib, os
+p = '.git/index'; d = bytearray(open(p, 'rb').read()[:-20]); i = d.find(b'TREE'); j = i + 8
+nl = d.index(b'\n', j); d[nl + 1:nl + 21] = bytes.fromhex(sys.argv[1])
+d += hashlib.sha1(d).digest(); open(p + '.n', 'wb').write(d); os.rename(p + '.n', p)
+PY
+sleep 2; echo survived"#;
+    let out = sh(&env, &project, &[], script);
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(out.stderr.contains("tree cache"), "{out:?}");
+    git(&project, &["reset", "-q"]);
+    // 2. A symbolic link in the git dir.
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        &format!(
+            "rm -f .git/COMMIT_EDITMSG; ln -s {} .git/COMMIT_EDITMSG; sleep 1; echo survived",
+            victim.display()
+        ),
+    );
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(out.stderr.contains("symbolic link"), "{out:?}");
+    assert!(!project.join(".git/COMMIT_EDITMSG").is_symlink());
+    git(
+        &project,
+        &[
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "# the user's rc\n"
+    );
+    // 3. A worktree added during the run, its commondir pointed elsewhere.
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        "git worktree add -q wt && git init -q --bare $TMPDIR/evil && \
+         echo $TMPDIR/evil > .git/worktrees/wt/commondir; sleep 3; echo survived",
+    );
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(out.stderr.contains("commondir"), "{out:?}");
+    let left = std::fs::read_to_string(project.join(".git/worktrees/wt/commondir"));
+    assert!(left.is_err(), "the repointed commondir was left: {left:?}");
+}

@@ -36,6 +36,8 @@ pub struct LinuxSandbox {
     janitor: Janitor,
     /// The protected git dirs, whose indexes are checked once more at the end.
     git_dirs: Vec<PathBuf>,
+    /// The symbolic links in them before the command started (the user's own).
+    git_symlinks: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Backend for LinuxBackend {
@@ -158,6 +160,8 @@ impl Backend for LinuxBackend {
             }
             Err(e) => return Err(SpawnError::Cgroup(e).into()),
         };
+        // The user's own symbolic links in the git dirs, before the command can make any.
+        let git_symlinks_before = super::watch::git_symlinks(&plan.git_dirs);
         // Blocked before the sandbox exists, so no forwarded signal is lost.
         super::init::signal_set()
             .thread_block()
@@ -251,6 +255,7 @@ impl Backend for LinuxBackend {
                     approvals_socket: command.approvals.clone(),
                     janitor,
                     git_dirs: plan.git_dirs.clone(),
+                    git_symlinks: git_symlinks_before,
                 })
             }
             Err(e) => {
@@ -284,6 +289,7 @@ impl Sandbox for LinuxSandbox {
         // Every process of the sandbox is gone (its pid 1 waited for them): the indexes as
         // the host's git will read them.
         super::watch::final_index_check(&self.git_dirs);
+        super::watch::final_symlink_check(&self.git_dirs, &self.git_symlinks);
         if let Some(net) = &self.network {
             for line in crate::net::service::blocked_summary(&net.events.events()) {
                 eprintln!("{line}");

@@ -62,15 +62,153 @@ pub fn problem(path: &Path) -> Option<String> {
             Err(why) => return Some(format!("its shared index: {why}")),
         }
     }
-    for state in &states {
+    let split = states.len() > 1;
+    for (i, state) in states.iter().enumerate() {
         for entry in state.entries() {
             let name = entry.path(state);
+            // A split index stores the entries it replaces in the shared one nameless.
+            if split && i == 0 && name.is_empty() {
+                continue;
+            }
             if let Some(why) = unsafe_path(name) {
                 return Some(format!("it has an entry {name:?}: {why}"));
             }
         }
     }
+    // The cache of tree ids (the `TREE` extension): `git commit` writes the cached root tree
+    // as it is, without checking it against the entries, so a cache naming a tree with
+    // `.claude/settings.json` in it put that file into the user's next commit while `git
+    // status` showed nothing of it (red-team round 13). Every tree it claims valid must be the
+    // tree the entries make.
+    if let Some(tree) = states[0].tree() {
+        if split {
+            if cache_claims_anything(tree) {
+                return Some(
+                    "it is a split index with a tree cache, which is not checked (fail closed)"
+                        .to_string(),
+                );
+            }
+        } else if let Err(why) = check_cache_tree(&states[0], tree) {
+            return Some(why);
+        }
+    }
     None
+}
+
+fn cache_claims_anything(tree: &gix_index::extension::Tree) -> bool {
+    tree.num_entries.is_some() || tree.children.iter().any(cache_claims_anything)
+}
+
+/// One entry as a tree object lists it.
+struct TreeItem<'a> {
+    path: &'a [u8],
+    mode: u32,
+    id: gix_index::hash::ObjectId,
+}
+
+/// Checks every valid node of the tree cache against the tree the entries make.
+fn check_cache_tree(
+    state: &gix_index::State,
+    tree: &gix_index::extension::Tree,
+) -> Result<(), String> {
+    use gix_index::entry::Flags;
+    let mut items = Vec::with_capacity(state.entries().len());
+    for entry in state.entries() {
+        if entry.flags.stage_raw() != 0 {
+            // A conflicted index cannot be committed; git keeps no valid cache over it.
+            return if cache_claims_anything(tree) {
+                Err("it has a tree cache over unmerged entries".to_string())
+            } else {
+                Ok(())
+            };
+        }
+        if entry.flags.intersects(Flags::INTENT_TO_ADD | Flags::REMOVE) {
+            continue;
+        }
+        items.push(TreeItem {
+            path: entry.path(state).as_ref(),
+            mode: entry.mode.bits(),
+            id: entry.id,
+        });
+    }
+    tree_id(&items, 0, Some(tree), b"").map(|_| ())
+}
+
+/// The id of the tree of `items` (sorted, all below the directory whose path ends at byte
+/// `prefix` of theirs), checking `cache` (that directory's node) and the nodes below it.
+fn tree_id(
+    items: &[TreeItem<'_>],
+    prefix: usize,
+    cache: Option<&gix_index::extension::Tree>,
+    dir: &[u8],
+) -> Result<gix_index::hash::ObjectId, String> {
+    let mut body: Vec<u8> = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        let mut rest = items[i].path.get(prefix..).unwrap_or_default();
+        // A sparse index's directory entry (`dir/`, mode 040000) is a tree of its own.
+        if items[i].mode == 0o040000 {
+            rest = rest.strip_suffix(b"/").unwrap_or(rest);
+        }
+        let leaf = items[i].mode == 0o040000 && !rest.contains(&b'/');
+        match rest.iter().position(|b| *b == b'/').filter(|_| !leaf) {
+            None => {
+                body.extend_from_slice(format!("{:o} ", items[i].mode).as_bytes());
+                body.extend_from_slice(rest);
+                body.push(0);
+                body.extend_from_slice(items[i].id.as_bytes());
+                i += 1;
+            }
+            Some(slash) => {
+                let name = &rest[..slash];
+                let start = i;
+                while i < items.len()
+                    && items[i]
+                        .path
+                        .get(prefix..prefix + slash + 1)
+                        .is_some_and(|p| p[..slash] == *name && p[slash] == b'/')
+                {
+                    i += 1;
+                }
+                let child = cache.and_then(|c| c.children.iter().find(|t| t.name[..] == *name));
+                let id = tree_id(
+                    &items[start..i],
+                    prefix + slash + 1,
+                    child,
+                    &items[start].path[..prefix + slash],
+                )?;
+                body.extend_from_slice(b"40000 ");
+                body.extend_from_slice(name);
+                body.push(0);
+                body.extend_from_slice(id.as_bytes());
+            }
+        }
+    }
+    let mut hasher = gix_index::hash::hasher(gix_index::hash::Kind::Sha1);
+    hasher.update(format!("tree {}\0", body.len()).as_bytes());
+    hasher.update(&body);
+    let id = hasher
+        .try_finalize()
+        .map_err(|e| format!("it cannot be hashed: {e}"))?;
+    if let Some(node) = cache {
+        if let Some(n) = node.num_entries {
+            let shown = if dir.is_empty() {
+                "the root".to_string()
+            } else {
+                format!("{:?}", String::from_utf8_lossy(dir))
+            };
+            // Only the id matters (git's entry count skips intent-to-add entries in ways
+            // that are not worth mirroring): it is what a commit stores.
+            let _ = n;
+            if node.id != id {
+                return Err(format!(
+                    "its tree cache for {shown} does not match its entries (a commit would \
+                     store other files than the index lists)"
+                ));
+            }
+        }
+    }
+    Ok(id)
 }
 
 /// The bytes of the index file at `path`; `Ok(None)` when there is none.

@@ -139,3 +139,69 @@ fn the_last_look_moves_a_poisoned_index_aside_and_keeps_a_good_one() {
     ));
     assert!(!index.exists(), "the poisoned index was left");
 }
+
+fn git_in(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// The tree cache git itself writes passes (nested directories, an executable, a symlink, a
+/// name that sorts between a directory and its contents, an intent-to-add entry); one whose
+/// root tree was swapped for another tree is refused.
+#[test]
+fn a_tree_cache_that_does_not_match_the_entries_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git_in(d, &["init", "-q"]);
+    std::fs::create_dir_all(d.join("a/b")).unwrap();
+    std::fs::write(d.join("a/b/c.txt"), "c").unwrap();
+    std::fs::write(d.join("a-b"), "x").unwrap();
+    std::fs::write(d.join("a.txt"), "y").unwrap();
+    std::fs::write(d.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x"])
+        .arg(d.join("run.sh"))
+        .status()
+        .unwrap();
+    std::os::unix::fs::symlink("a.txt", d.join("link")).unwrap();
+    git_in(d, &["add", "."]);
+    git_in(d, &["write-tree"]);
+    let index = d.join(".git/index");
+    let state = |p: &std::path::Path| {
+        gix_index::State::from_bytes(
+            &std::fs::read(p).unwrap(),
+            filetime::FileTime::zero(),
+            gix_index::hash::Kind::Sha1,
+            Default::default(),
+        )
+        .unwrap()
+        .0
+    };
+    assert!(
+        state(&index)
+            .tree()
+            .is_some_and(|t| t.num_entries.is_some()),
+        "git wrote a valid tree cache"
+    );
+    assert_eq!(problem(&index), None);
+    // The root tree's id in the cache replaced by another tree's (the empty tree's).
+    let mut data = std::fs::read(&index).unwrap();
+    let root = state(&index).tree().unwrap().id;
+    let at = data.windows(20).position(|w| w == root.as_bytes()).unwrap();
+    let empty = gix_index::hash::ObjectId::empty_tree(gix_index::hash::Kind::Sha1);
+    data[at..at + 20].copy_from_slice(empty.as_bytes());
+    std::fs::write(&index, &data).unwrap();
+    let why = problem(&index).unwrap();
+    assert!(why.contains("tree cache for the root"), "{why}");
+    // Rebuilt, with an intent-to-add entry (in no tree): fine.
+    std::fs::remove_file(&index).unwrap();
+    git_in(d, &["add", "."]);
+    std::fs::write(d.join("later.txt"), "z").unwrap();
+    git_in(d, &["add", "-N", "later.txt"]);
+    git_in(d, &["write-tree"]);
+    assert_eq!(problem(&index), None);
+}

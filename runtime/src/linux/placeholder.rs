@@ -37,6 +37,9 @@ const ATTEMPTS: usize = 100;
 #[derive(Debug, Default)]
 pub struct Held {
     entries: Vec<Entry>,
+    /// Placeholder paths where the user's own entry stood: pid 1 may have reserved one of
+    /// them again during the run (the host removed the entry); swept at the end.
+    others: Vec<Placeholder>,
 }
 
 #[derive(Debug)]
@@ -80,7 +83,7 @@ pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&[Placeholder])) -> io:
                 path: ph.path.clone(),
                 fd,
             }),
-            Ok(None) => {}
+            Ok(None) => held.others.push(ph.clone()),
             Err(e) => {
                 held.release();
                 return Err(io::Error::new(
@@ -177,6 +180,8 @@ impl Held {
     /// is still empty is removed — also one the sandbox's pid 1 made in its place when the
     /// host removed the first ([`make_marked`]).
     pub fn release(&mut self) {
+        // Marked, empty and unused only: what pid 1 made in place of the user's own entry.
+        sweep(&std::mem::take(&mut self.others));
         for entry in self.entries.drain(..).rev() {
             if lock(&entry.fd, libc::LOCK_EX, Duration::ZERO).is_ok() {
                 remove_if_unused(&entry.path, &entry.fd);

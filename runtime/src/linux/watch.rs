@@ -25,21 +25,83 @@ pub struct Forbidden {
     /// Each git dir's index as last seen (inode, size, mtime, ctime): a write through a shared
     /// mapping raises no inotify event, but the kernel updates the times; looked at every
     /// [`INDEX_POLL`].
-    index_stamps: std::cell::RefCell<Vec<(std::path::PathBuf, Option<[i64; 4]>)>>,
+    index_stamps: std::cell::RefCell<Vec<(std::path::PathBuf, Vec<i64>)>>,
 }
 
 /// How often pid 1 looks at the indexes' times (a few `lstat`s).
 pub const INDEX_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn index_stamp(dir: &std::path::Path) -> Option<[i64; 4]> {
+/// The times, sizes and inodes of a git dir's `index`, `commondir` and `sharedindex.*`.
+fn index_stamp(dir: &std::path::Path) -> Vec<i64> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(dir.join("index")).ok()?;
-    Some([
-        m.ino() as i64,
-        m.size() as i64,
-        m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-        m.ctime() * 1_000_000_000 + m.ctime_nsec(),
-    ])
+    let mut names: Vec<std::ffi::OsString> = vec!["index".into(), "commondir".into()];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        names.extend(
+            entries
+                .flatten()
+                .map(|e| e.file_name())
+                .filter(|n| n.as_encoded_bytes().starts_with(b"sharedindex.")),
+        );
+    }
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        match std::fs::symlink_metadata(dir.join(&name)) {
+            Ok(m) => out.extend([
+                m.ino() as i64,
+                m.size() as i64,
+                m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+                m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+            ]),
+            Err(_) => out.push(-1),
+        }
+    }
+    out
+}
+
+/// `git_dirs` and the linked worktrees' git dirs in them (`worktrees/NAME`), also those
+/// made during the run (`git worktree add` inside).
+pub fn with_worktrees(git_dirs: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut out = git_dirs.to_vec();
+    for dir in git_dirs {
+        if let Ok(entries) = std::fs::read_dir(dir.join("worktrees")) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if e.file_type().is_ok_and(|t| t.is_dir()) && !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What is wrong with a linked worktree's git dir (`worktrees/NAME`): its `commondir` must
+/// lead back to the repository it lies in (one pointing elsewhere makes the host's git take
+/// hooks and config from there, `core.fsmonitor` included).
+fn worktree_problem(dir: &std::path::Path) -> Option<String> {
+    let commondir = dir.join("commondir");
+    let meta = std::fs::symlink_metadata(&commondir).ok()?;
+    if !meta.is_file() {
+        return Some("its commondir is not a regular file".to_string());
+    }
+    let text = crate::policy::fsview::read_regular_file(&commondir, 4096).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let target = dir.join(text.trim_end_matches(['\n', '\r']));
+    let expected = dir.parent().and_then(std::path::Path::parent)?;
+    let same = match (
+        std::fs::canonicalize(&target),
+        std::fs::canonicalize(expected),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    (!same).then(|| {
+        format!(
+            "its commondir leads to {}, not to its repository",
+            target.display()
+        )
+    })
 }
 
 impl Forbidden {
@@ -106,9 +168,12 @@ impl Forbidden {
         let f = Forbidden {
             inotify,
             index_stamps: std::cell::RefCell::new(
-                git_dirs
-                    .iter()
-                    .map(|g| (g.clone(), index_stamp(g)))
+                with_worktrees(git_dirs)
+                    .into_iter()
+                    .map(|g| {
+                        let stamp = index_stamp(&g);
+                        (g, stamp)
+                    })
                     .collect(),
             ),
             watches,
@@ -174,6 +239,26 @@ impl Forbidden {
                 .find(|(wd, _, names)| *wd == event.wd && names.contains(name))
             {
                 self.remove(&dir.join(name));
+                continue;
+            }
+            // A symbolic link made in a git dir: the host's git writes through some of its
+            // files (`COMMIT_EDITMSG`, `FETCH_HEAD`); git itself makes none.
+            if event.mask.intersects(
+                nix::sys::inotify::AddWatchFlags::IN_CREATE
+                    | nix::sys::inotify::AddWatchFlags::IN_MOVED_TO,
+            ) {
+                if let Some((_, dir, _)) = self.watches.iter().find(|(wd, _, _)| *wd == event.wd) {
+                    let path = dir.join(name);
+                    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                        let what = end_and_move_aside(&path, true);
+                        eprintln!(
+                            "warden: blocked: the command made a symbolic link {} in a protected \
+                             git dir (the host's git would write through it); {what}; the sandbox \
+                             was ended",
+                            path.display()
+                        );
+                    }
+                }
             }
         }
     }
@@ -202,15 +287,33 @@ impl Forbidden {
     /// Every [`INDEX_POLL`]: an index whose times changed without an event is checked.
     pub fn poll_indexes(&self) {
         let mut changed = Vec::new();
-        for (dir, stamp) in self.index_stamps.borrow_mut().iter_mut() {
-            let now = index_stamp(dir);
-            if now != *stamp {
-                *stamp = now;
-                changed.push(dir.clone());
+        {
+            let mut stamps = self.index_stamps.borrow_mut();
+            // Worktrees added during the run are looked at from now on.
+            let known: Vec<std::path::PathBuf> = stamps.iter().map(|(d, _)| d.clone()).collect();
+            for dir in with_worktrees(&known) {
+                if !known.contains(&dir) {
+                    stamps.push((dir.clone(), Vec::new()));
+                }
+            }
+            for (dir, stamp) in stamps.iter_mut() {
+                let now = index_stamp(dir);
+                if now != *stamp {
+                    *stamp = now;
+                    changed.push(dir.clone());
+                }
             }
         }
         for dir in changed {
             check_index(&dir.join("index"));
+            if let Some(why) = worktree_problem(&dir) {
+                let what = end_and_move_aside(&dir.join("commondir"), true);
+                eprintln!(
+                    "warden: blocked: a worktree's git dir {} was changed ({why}); {what}; the \
+                     sandbox was ended",
+                    dir.display()
+                );
+            }
         }
     }
 
@@ -401,6 +504,67 @@ fn check_index(path: &std::path::Path) {
     );
 }
 
+/// The symbolic links in the protected git dirs (outside `objects/`), with their targets:
+/// git never makes one there itself, and the host's git writes through one (`COMMIT_EDITMSG`,
+/// `FETCH_HEAD`, `MERGE_MSG` are opened with `O_TRUNC`, `logs/*` appended to), so a link the
+/// command plants makes the host's next `git commit` or `git fetch` write outside the project.
+/// Taken before the command starts (the user's own links stay) and compared after it ended.
+pub fn git_symlinks(
+    git_dirs: &[std::path::PathBuf],
+) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut out = Vec::new();
+    for dir in git_dirs {
+        let mut stack = vec![dir.clone()];
+        let mut seen = 0usize;
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                seen += 1;
+                if seen > GIT_WALK_LIMIT {
+                    break;
+                }
+                let path = e.path();
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_symlink() {
+                    let target = std::fs::read_link(&path).unwrap_or_default();
+                    out.push((path, target));
+                } else if ft.is_dir() && !(d == *dir && e.file_name() == "objects") {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Entries looked at per git dir by [`git_symlinks`] (refs and logs of a large repository).
+const GIT_WALK_LIMIT: usize = 200_000;
+
+/// After the sandbox ended: symbolic links in the protected git dirs that were not there
+/// (or pointed elsewhere) before are moved aside. Returns whether one was.
+pub fn final_symlink_check(
+    git_dirs: &[std::path::PathBuf],
+    before: &[(std::path::PathBuf, std::path::PathBuf)],
+) -> bool {
+    let mut blocked = false;
+    for (path, target) in git_symlinks(git_dirs) {
+        if before.iter().any(|(p, t)| *p == path && *t == target) {
+            continue;
+        }
+        blocked = true;
+        let what = move_aside(&path, true);
+        eprintln!(
+            "warden: blocked: the command left a symbolic link {} -> {} in a protected git dir \
+             (the host's git would write through it); {what}",
+            path.display(),
+            target.display()
+        );
+    }
+    blocked
+}
+
 /// After the sandbox ended (in the supervisor): every index in the protected `git_dirs`
 /// once more. A writer that keeps the index open until the sandbox dies closes it when no
 /// watch is left, and a shared index can be changed in place; nothing runs in the sandbox
@@ -408,7 +572,16 @@ fn check_index(path: &std::path::Path) {
 /// aside. Returns whether one was.
 pub fn final_index_check(git_dirs: &[std::path::PathBuf]) -> bool {
     let mut blocked = false;
-    for dir in git_dirs {
+    for dir in &with_worktrees(git_dirs) {
+        if let Some(why) = worktree_problem(dir) {
+            blocked = true;
+            let what = move_aside(&dir.join("commondir"), true);
+            eprintln!(
+                "warden: blocked: the command left a worktree's git dir {} changed ({why}); \
+                 {what}",
+                dir.display()
+            );
+        }
         let path = dir.join("index");
         let Some(why) = super::gitindex::problem(&path) else {
             continue;

@@ -108,7 +108,9 @@ pub const MAX_BRACKET_DEPTH: usize = 128;
 pub const MAX_LINE_BYTES: usize = 256 * 1024;
 /// The time one parse of a line may take (see [`parse`]); real command lines take well under
 /// a millisecond.
-const PARSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(100);
+const PARSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
+/// Pipeline operators one line may have (see [`parse`]).
+pub const MAX_PIPES: usize = 1000;
 
 /// The deepest nesting of `(`/`{`/`[` and backticks, counted on raw bytes (quotes ignored, so
 /// it can only over-count, which makes a line need approval, never pass).
@@ -126,8 +128,34 @@ fn bracket_depth(line: &str) -> usize {
     max
 }
 
+/// `|` outside quotes: pipeline operators, roughly (a heredoc's body counts too).
+fn unquoted_pipes(line: &str) -> usize {
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    let mut n = 0;
+    for b in line.bytes() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match b {
+            b'\\' if !single => escaped = true,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'|' if !single && !double => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
 fn parse(line: &str) -> Result<Tree, ShellParseError> {
-    if line.len() > MAX_LINE_BYTES || bracket_depth(line) > MAX_BRACKET_DEPTH {
+    // Long pipelines are where tree-sitter-bash's cost explodes (a broken one of 6 000 stages
+    // took 1.5 s and 430 MB, past any cancellation): more stages than anyone writes are "too
+    // long to analyse".
+    if line.len() > MAX_LINE_BYTES
+        || bracket_depth(line) > MAX_BRACKET_DEPTH
+        || unquoted_pipes(line) > MAX_PIPES
+    {
         return Err(ShellParseError::TooDeep);
     }
     PARSER.with(|cell| {
@@ -156,8 +184,26 @@ fn parse(line: &str) -> Result<Tree, ShellParseError> {
         // budget, and a line that needs more is "too long to analyse".
         let started = std::time::Instant::now();
         let mut over_budget = false;
+        // The budget is this thread's CPU time, not the clock's: a loaded machine must not
+        // turn a long valid line into "too long to analyse".
+        let cpu = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid, writable timespec the kernel fills.
+            let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            if rc != 0 {
+                return started.elapsed();
+            }
+            std::time::Duration::new(
+                u64::try_from(ts.tv_sec).unwrap_or(0),
+                u32::try_from(ts.tv_nsec).unwrap_or(0),
+            )
+        };
+        let cpu_start = cpu();
         let mut progress = |_: &tree_sitter::ParseState| {
-            over_budget = started.elapsed() > PARSE_BUDGET;
+            over_budget = cpu().saturating_sub(cpu_start) > PARSE_BUDGET;
             over_budget
         };
         let len = masked.len();

@@ -572,3 +572,11 @@ fn a_line_that_takes_too_long_to_parse_is_too_long_to_analyse() {
     let ok = format!("{}b", "a | ".repeat(200));
     assert_eq!(simple_commands(&ok).unwrap().len(), 201);
 }
+
+#[test]
+fn pipes_inside_quotes_do_not_count_toward_the_pipeline_limit() {
+    let table = format!("printf '%s' '{}' > t.md", "| a | b |\n".repeat(400));
+    assert!(simple_commands(&table).is_ok());
+    let long = format!("{}b", "a | ".repeat(MAX_PIPES + 1));
+    assert_eq!(simple_commands(&long), Err(ShellParseError::TooDeep));
+}
