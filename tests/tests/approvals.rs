@@ -496,27 +496,49 @@ fn terminal_replies_to_the_commands_queries_do_not_answer_the_prompt() {
     let script = "curl -s -m 20 -o /dev/null -w 'status=%{http_code}\\n' -x http://127.0.0.1:3128 \
                   http://evil-unlisted.test/ & sleep 0.6; printf '\\033[?2004$p'; sleep 0.6; \
                   printf '\\033[>q'; wait";
-    let mut cmd = std::process::Command::new("python3");
-    cmd.current_dir(env.project())
-        .env("HOME", env.home())
-        .env("XDG_CONFIG_HOME", env.home().join(".config"))
-        .env(
-            "WARDEN_MANAGED_SETTINGS",
-            env.root().join("managed-settings.json"),
-        )
-        .env("WARDEN_SESSION_DIR", env.root().join("sessions"));
-    let (screen, _code) = warden_tests::under_pty(
-        cmd,
-        &["run", "--settings", s(&settings), "--", "sh", "-c", script],
-        &[
-            ("\u{1b}[?2004$p", "RAW \u{1b}[?2004;2$y"),
-            ("\u{1b}[>q", "RAW \u{1b}P>|tmux 3.3a\u{1b}\\"),
-        ],
-    );
-    assert!(screen.contains("(denied in"), "no prompt: {screen}");
-    assert!(!screen.contains("allowed once"), "{screen}");
-    assert!(!screen.contains("allowed always"), "{screen}");
-    assert!(screen.contains("status=403"), "{screen}");
-    let text = std::fs::read_to_string(&user).unwrap_or_default();
-    assert!(!text.contains("evil-unlisted.test"), "{text}");
+    // The same, with a thread of the command reading the terminal meanwhile: it takes the
+    // head of each reply and leaves the trailing `y` (red-team round 13; the command now has a
+    // terminal of its own while questions go to the caller's).
+    let reader = r#"import os, sys, threading, time, subprocess
+req = subprocess.Popen(["curl", "-s", "-m", "20", "-o", "/dev/null", "-w", "status=%{http_code}\n",
+                        "-x", "http://127.0.0.1:3128", "http://evil-unlisted.test/"])
+threading.Thread(target=lambda: [os.read(0, 10) for _ in iter(int, 1)], daemon=True).start()
+time.sleep(0.6)
+for _ in range(20):
+    if req.poll() is not None:
+        break
+    os.write(1, b"\x1b[?2004$p"); time.sleep(0.1)
+req.wait()
+"#;
+    std::fs::write(env.project().join("reader.py"), reader).unwrap();
+    for args in [vec!["sh", "-c", script], vec!["python3", "reader.py"]] {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.current_dir(env.project())
+            .env("HOME", env.home())
+            .env("XDG_CONFIG_HOME", env.home().join(".config"))
+            .env(
+                "WARDEN_MANAGED_SETTINGS",
+                env.root().join("managed-settings.json"),
+            )
+            .env("WARDEN_SESSION_DIR", env.root().join("sessions"));
+        let mut full = vec!["run", "--settings", s(&settings), "--"];
+        full.extend(args.iter().copied());
+        let (screen, _code) = warden_tests::under_pty(
+            cmd,
+            &full,
+            &[
+                ("\u{1b}[?2004$p", "RAW \u{1b}[?2004;2$y"),
+                ("\u{1b}[>q", "RAW \u{1b}P>|tmux 3.3a\u{1b}\\"),
+            ],
+        );
+        assert!(
+            screen.contains("(denied in"),
+            "{args:?}: no prompt: {screen}"
+        );
+        assert!(!screen.contains("allowed once"), "{args:?}: {screen}");
+        assert!(!screen.contains("allowed always"), "{args:?}: {screen}");
+        assert!(screen.contains("status=403"), "{args:?}: {screen}");
+        let text = std::fs::read_to_string(&user).unwrap_or_default();
+        assert!(!text.contains("evil-unlisted.test"), "{text}");
+    }
 }

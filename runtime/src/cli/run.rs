@@ -231,6 +231,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
             status_line(&policy, audit_loaded(), metrics.as_deref())
         );
     }
+    let own_terminal = attended && approvals_socket.is_none() && cfg!(target_os = "linux");
     let command = SandboxCommand {
         argv: argv.clone(),
         env: std::env::vars_os().collect(),
@@ -239,7 +240,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         violations: args.violations.clone(),
         annotate_stderr: args.annotate_stderr,
         metrics: exporter.as_ref().map(|e| e.metrics()),
-        terminal: args.pty || whole,
+        // Questions asked on the caller's terminal: the command gets a terminal of its own
+        // (as with --pty). On the shared one it could read the caller's input and make the
+        // terminal type for it — a query whose reply ends in `y` answered "allow once" for it
+        // (red-team round 13).
+        terminal: args.pty || whole || own_terminal,
         live: Some(live.clone()),
         session,
     };

@@ -11,7 +11,9 @@
 //!
 //! Always:
 //! - `ioctl` with command `TIOCSTI` (push bytes into the terminal's input queue) or `TIOCLINUX`
-//!   (which can do the same on a virtual console). The command argument is compared on its low
+//!   (which can do the same on a virtual console), or `TIOCSETD` (a line discipline: N_NULL on
+//!   the caller's terminal kills the session; a discipline can be a module the kernel
+//!   autoloads). The command argument is compared on its low
 //!   32 bits: the kernel declares it `unsigned int`, so comparing all 64 bits would let
 //!   `ioctl(fd, TIOCSTI | 1 << 32, …)` through (the Flatpak CVE-2019-10063 bypass).
 //! - `ptrace`, `process_vm_readv`, `process_vm_writev`;
@@ -288,7 +290,9 @@ fn rules(opts: &SeccompOptions) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Secco
     }
 
     // ioctl(fd, cmd): cmd is `unsigned int` in the kernel, compare its low 32 bits.
-    for cmd in [libc::TIOCSTI, libc::TIOCLINUX] {
+    // TIOCSETD: a command on the caller's terminal set its line discipline to N_NULL and
+    // killed the session (and a line discipline is a module the kernel may autoload).
+    for cmd in [libc::TIOCSTI, libc::TIOCLINUX, libc::TIOCSETD] {
         r.when(
             libc::SYS_ioctl,
             vec![dword(1, SeccompCmpOp::Eq, u64::from(cmd as u32))?],

@@ -281,6 +281,8 @@ fn ioctl_rules_compare_the_low_32_bits() {
     let tioclinux = u64::from(libc::TIOCLINUX as u32);
     assert_eq!(ioctl(tiocsti), DENY);
     assert_eq!(ioctl(tioclinux), DENY);
+    assert_eq!(ioctl(u64::from(libc::TIOCSETD as u32)), DENY);
+    assert_eq!(ioctl(u64::from(libc::TIOCGETD as u32)), ALLOW);
     assert_eq!(ioctl(tiocsti | 1 << 32), DENY);
     assert_eq!(ioctl(tiocsti | 0xffff_ffff_0000_0000), DENY);
     assert_eq!(ioctl(u64::from(libc::TIOCGWINSZ as u32)), ALLOW);

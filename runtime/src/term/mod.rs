@@ -208,8 +208,18 @@ impl Relay {
         if let Some(stop) = self.stop.take() {
             let _ = nix::unistd::write(&stop, b"x");
         }
+        // The input thread may be blocked writing to the master, which a command that stopped
+        // reading never drains (a flood of terminal replies, a large paste): it gets a moment
+        // to see the stop, then is left behind — the caller's terminal is restored and warden
+        // exits all the same (it once waited forever, the terminal left raw).
         if let Some(t) = self.input.take() {
-            let _ = t.join();
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
         // The output thread ends when the terminal closes; a sandbox process that outlived
         // the command (it cannot: the pid namespace dies with it) would keep it — not joined.
