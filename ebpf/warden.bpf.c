@@ -674,8 +674,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		unobserved_exit(regs, nr, ret);
 		return 0;
 	}
-	/* A datagram that left (on the sandbox's own loopback) is no record. */
-	if (p->ev.kind == EV_CONNECT && p->ev.op == OP_SENDMSG && ret >= 0) {
+	/* A datagram that left (on the sandbox's own loopback) is no record; sendmmsg counts
+	 * the messages sent, and the hook saw the last one tried: recorded when not all left. */
+	if (p->ev.kind == EV_CONNECT && p->ev.op == OP_SENDMSG && ret >= 0 &&
+	    !(nr == NR_sendmmsg && ret < (long)(unsigned int)arg(regs, 2))) {
 		bpf_map_delete_elem(&pending_calls, &tid);
 		return 0;
 	}

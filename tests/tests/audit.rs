@@ -303,6 +303,22 @@ fn ignore_violations_drops_records_below_the_listed_paths_for_matching_commands(
             loud.display()
         ),
     );
+    // A link in an ignored directory the command can write (the working directory's `ign`),
+    // planted by an earlier run, pointing out: the write through it is not ignored.
+    let ign = env.project().join("ign");
+    std::fs::create_dir_all(&ign).unwrap();
+    std::os::unix::fs::symlink(loud.join("via-link"), ign.join("lnk")).unwrap();
+    let settings = {
+        let text = std::fs::read_to_string(&settings).unwrap();
+        let text = text.replacen(
+            &format!("\"*\": [\"{}\"]", quiet.display()),
+            &format!("\"*\": [\"{}\", \"{}\"]", quiet.display(), ign.display()),
+            1,
+        );
+        assert!(text.contains(ign.to_str().unwrap()), "{text}");
+        std::fs::write(&settings, text).unwrap();
+        settings
+    };
     let file = env.root().join("violations.jsonl");
     let out = run(
         &env,
@@ -314,7 +330,8 @@ fn ignore_violations_drops_records_below_the_listed_paths_for_matching_commands(
         ],
         &format!(
             "touch {q}/a 2>/dev/null; touch {l}/b 2>/dev/null; \
-             touch {q}{slashes}../loud/hidden 2>/dev/null; true",
+             touch {q}{slashes}../loud/hidden 2>/dev/null; \
+             echo x >> ign/lnk 2>/dev/null; true",
             q = quiet.display(),
             l = loud.display(),
             // Longer than the capture limit: the record holds only `quiet////…`, and the
@@ -325,6 +342,11 @@ fn ignore_violations_drops_records_below_the_listed_paths_for_matching_commands(
     assert_eq!(out.code, 0, "{out:?}");
     let recs = records(&file);
     assert!(!loud.join("hidden").exists());
+    assert!(
+        recs.iter()
+            .any(|r| r["target"].as_str().is_some_and(|t| t.ends_with("ign/lnk"))),
+        "the write through the link was ignored: {recs:#?}"
+    );
     assert!(
         recs.iter().any(|r| {
             let t = r["target"].as_str().unwrap_or("");
@@ -929,4 +951,57 @@ print("done")
         find(&recs, "network", "127.0.0.1:9").is_empty(),
         "{recs:#?}"
     );
+    // sendmmsg: a datagram to the sandbox's loopback, then one off it (refused): the call
+    // reports one sent, and the refused one is recorded all the same.
+    let src = env.root().join("mm.c");
+    std::fs::write(
+        &src,
+        r#"#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+int main(void) {
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a[2];
+    memset(a, 0, sizeof a);
+    a[0].sin_family = a[1].sin_family = AF_INET;
+    a[0].sin_port = htons(9); inet_pton(AF_INET, "127.0.0.1", &a[0].sin_addr);
+    a[1].sin_port = htons(53); inet_pton(AF_INET, "192.0.2.9", &a[1].sin_addr);
+    char b[1] = {'x'};
+    struct iovec v = { b, 1 };
+    struct mmsghdr m[2];
+    memset(m, 0, sizeof m);
+    for (int i = 0; i < 2; i++) {
+        m[i].msg_hdr.msg_name = &a[i]; m[i].msg_hdr.msg_namelen = sizeof a[i];
+        m[i].msg_hdr.msg_iov = &v; m[i].msg_hdr.msg_iovlen = 1;
+    }
+    printf("sent %d\n", sendmmsg(s, m, 2, 0));
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = env.project().join("mm");
+    let cc = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (`cc`) is required for this test");
+    assert!(cc.status.success(), "{cc:?}");
+    let file = env.root().join("v2.jsonl");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &settings,
+            "--violations",
+            file.to_str().unwrap(),
+        ],
+        "./mm",
+    );
+    assert!(out.stdout.contains("sent 1"), "{out:?}");
+    let recs = records(&file);
+    one(&recs, "network", "192.0.2.9:53");
 }

@@ -341,12 +341,32 @@ struct Inner {
     sandbox_bytes: HashMap<String, u64>,
 }
 
+/// Whether `target`, its symlinks followed now, still lies below an ignored path: a link
+/// the command planted inside an ignored directory (`ign/lnk` → `/etc/shadow`) names the
+/// ignored directory but the kernel wrote elsewhere (red-team round 13).
+pub(crate) fn resolves_within(target: &str, ignored: &[PathBuf]) -> bool {
+    let real = crate::policy::fsview::resolve(
+        &crate::policy::fsview::RealFs,
+        Path::new("/"),
+        Path::new(target),
+    );
+    match real {
+        Ok(real) => real
+            .to_str()
+            .is_some_and(|r| crate::policy::ignore::is_ignored(r, ignored)),
+        Err(_) => false,
+    }
+}
+
 /// The most one run appends to the violations file (`warden.audit.maxFileBytes` is not a
 /// setting yet): a command decides how many refusals it causes, and the file is on the
 /// host's disk — a loop of refused opens wrote 19 MB/s. Past it, records still reach the
 /// metrics, the `<sandbox_violations>` block and the audit daemon; the run's end says how
 /// many the file did not get.
 pub const FILE_CAP: u64 = 64 << 20;
+
+/// Rotated generations of the audit daemon's file kept besides the current one.
+const ROTATED_KEPT: usize = 4;
 
 impl Collector {
     /// A collector appending to `file` (created if missing) when given.
@@ -399,7 +419,10 @@ impl Collector {
         if rec.labels.is_empty() {
             rec.labels = inner.labels.clone();
         }
-        if rec.violation && crate::policy::ignore::is_ignored(&rec.target, &inner.ignored) {
+        if rec.violation
+            && crate::policy::ignore::is_ignored(&rec.target, &inner.ignored)
+            && resolves_within(&rec.target, &inner.ignored)
+        {
             return;
         }
         if let Some(m) = &self.metrics {
@@ -478,10 +501,17 @@ impl Collector {
             && inner.file.is_some()
         {
             if let Some((path, current)) = inner.file.take() {
-                let mut old = path.clone().into_os_string();
-                old.push(".1");
-                let reopened =
-                    std::fs::rename(&path, &old).and_then(|()| crate::files::open_append(&path));
+                let generation = |n: usize| {
+                    let mut g = path.clone().into_os_string();
+                    g.push(format!(".{n}"));
+                    PathBuf::from(g)
+                };
+                // FILE.1 … FILE.{ROTATED_KEPT}: older generations move down, the oldest goes.
+                for n in (1..ROTATED_KEPT).rev() {
+                    let _ = std::fs::rename(generation(n), generation(n + 1));
+                }
+                let reopened = std::fs::rename(&path, generation(1))
+                    .and_then(|()| crate::files::open_append(&path));
                 match reopened {
                     Ok(f) => {
                         inner.file = Some((path, f));
