@@ -29,6 +29,8 @@ struct State {
     filter: keys::KeyFilter,
     /// The command's side of the terminal closed (it ended).
     closed: bool,
+    /// When the command last wrote an escape sequence (a query the terminal may answer).
+    last_escape: Option<Instant>,
 }
 
 struct Shared {
@@ -231,6 +233,19 @@ impl Relay {
         if let Some(orig) = self.saved.take() {
             // SAFETY: the caller keeps the input descriptor open while the relay runs.
             let input = unsafe { BorrowedFd::borrow_raw(self.input_fd) };
+            // A query the command wrote just before it ended is answered by the terminal
+            // after the relay stopped: the reply would be typed into the caller's shell
+            // (a title report holds text the command chose). A moment for late replies, then
+            // what is pending is discarded.
+            let recent = self
+                .shared
+                .lock()
+                .last_escape
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(2));
+            if recent {
+                std::thread::sleep(Duration::from_millis(300));
+                let _ = nix::sys::termios::tcflush(input, nix::sys::termios::FlushArg::TCIFLUSH);
+            }
             let _ = nix::sys::termios::tcsetattr(input, nix::sys::termios::SetArg::TCSANOW, &orig);
         }
     }
@@ -258,6 +273,9 @@ fn pump_output(shared: &Shared, master: RawFd) {
         let mut st = shared.lock();
         while st.asking && st.held.len() >= HOLD_LIMIT {
             st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if buf[..n].contains(&0x1b) {
+            st.last_escape = Some(Instant::now());
         }
         if st.asking {
             st.held.extend_from_slice(&buf[..n]);

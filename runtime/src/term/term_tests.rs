@@ -164,3 +164,32 @@ fn finish_shows_the_last_output_once_the_command_side_closes() {
     let got = read_until(&r.user, "last words", Duration::from_secs(2));
     assert!(got.contains("last words"), "{got:?}");
 }
+
+/// A query the command wrote just before it ended (`ESC[21t`, a title report) is answered by
+/// the terminal after the relay stopped relaying: the reply — text the command chose — must
+/// not be left for the caller's shell to read as typed input.
+#[test]
+fn a_late_reply_to_the_commands_last_query_is_not_left_for_the_callers_shell() {
+    let mut r = rig();
+    write(&r.command, b"\x1b[21t");
+    let _ = read_until(&r.user, "\x1b[21t", Duration::from_secs(2));
+    let relay = r.relay.take().unwrap();
+    let command = std::mem::replace(&mut r.command, openpty(None, None).unwrap().slave);
+    drop(command);
+    // The terminal answers 100 ms later, while warden is finishing.
+    let user = r.user.try_clone().unwrap();
+    let typist = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        write(&user, b"\x1b]lrm -rf ~\x1b\\\n");
+    });
+    relay.finish(Duration::from_secs(1));
+    typist.join().unwrap();
+    let mut pending: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int into `pending`.
+    let rc = unsafe { libc::ioctl(r.caller.as_raw_fd(), libc::FIONREAD, &mut pending) };
+    assert_eq!(rc, 0);
+    assert_eq!(
+        pending, 0,
+        "the reply was left as input for the caller's shell"
+    );
+}
