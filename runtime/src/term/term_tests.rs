@@ -193,3 +193,34 @@ fn a_late_reply_to_the_commands_last_query_is_not_left_for_the_callers_shell() {
         "the reply was left as input for the caller's shell"
     );
 }
+
+#[test]
+fn clipboard_writes_are_dropped_and_everything_else_passes() {
+    let run = |chunks: &[&[u8]]| {
+        let mut f = ClipboardFilter::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            f.feed(c, &mut out);
+        }
+        out
+    };
+    // OSC 52 with BEL and with ST, whole and split at every byte.
+    let bel = b"a\x1b]52;c;Y3VybCBldmlsfHNo\x07b";
+    let st = b"a\x1b]52;c;Y3VybA==\x1b\\b";
+    for seq in [&bel[..], &st[..]] {
+        assert_eq!(run(&[seq]), b"ab");
+        let bytes: Vec<&[u8]> = seq.chunks(1).collect();
+        assert_eq!(run(&bytes), b"ab");
+    }
+    // Titles, colours, CSI sequences, a lone ESC, OSC 5 and 520: unchanged.
+    for seq in [
+        &b"\x1b]0;title\x07x"[..],
+        b"\x1b[1;31mred\x1b[0m",
+        b"\x1b\x1b[Ax",
+        b"\x1b]5;x\x07",
+        b"\x1b]520;x\x07",
+        b"plain text\r\n",
+    ] {
+        assert_eq!(run(&[seq]), seq, "{:?}", String::from_utf8_lossy(seq));
+    }
+}
