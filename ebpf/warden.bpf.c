@@ -182,6 +182,7 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 #define NR_utime 132
 #define NR_setxattrat 463
 #define NR_removexattrat 466
+#define NR_bind 49
 #define NR_execve 59
 #define NR_execveat 322
 #define SYSCALL_NR(regs) ((regs)->orig_ax)
@@ -243,6 +244,7 @@ static __always_inline bool file_syscall(long nr, struct file_args *a)
 	F(utime,     OP_UTIME,     0, -1, -1, -1)
 	F(setxattrat,    OP_SETXATTRAT,    1, -1, -1, 0)
 	F(removexattrat, OP_REMOVEXATTRAT, 1, -1, -1, 0)
+	F(bind,      OP_BIND,      1, -1, -1, -1)
 	F(execve,    OP_EXECVE,    0, -1, -1, -1)
 	F(execveat,  OP_EXECVEAT,  1, -1, -1,  0)
 	default:
@@ -396,7 +398,20 @@ static __always_inline void file_enter(struct pt_regs *regs, long nr, struct fil
 	} else if (a->flags >= 0) {
 		flags = arg(regs, a->flags) & 0xffffffffULL;
 	}
-	if (a->path >= 0) {
+	if (a->op == OP_BIND) {
+		/* Only a unix socket bound to a path makes a file: the path follows sun_family. */
+		__u16 family = 0;
+		unsigned long sa = arg(regs, 1);
+		char first = 0;
+		if (bpf_probe_read_user(&family, sizeof(family), (const void *)sa) ||
+		    family != AF_UNIX ||
+		    bpf_probe_read_user(&first, 1, (const void *)(sa + 2)) || first == 0) {
+			p->nr = -1;
+			return;
+		}
+		p->upath = sa + 2;
+		read_path(p->ev.path, p->upath, &flags);
+	} else if (a->path >= 0) {
 		p->upath = arg(regs, a->path);
 		read_path(p->ev.path, p->upath, &flags);
 		if (a->dfd >= 0 && (int)arg(regs, a->dfd) != AT_FDCWD && p->ev.path[0] != '/')

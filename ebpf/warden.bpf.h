@@ -64,6 +64,7 @@
 #define OP_UTIME 37
 #define OP_SETXATTRAT 38
 #define OP_REMOVEXATTRAT 39
+#define OP_BIND 49 /* bind of a unix socket to a path: creates a file */
 #define OP_EXECVE 47
 #define OP_EXECVEAT 48
 #define OP_CONNECT 40

@@ -788,6 +788,9 @@ t("fsetxattr", lambda: os.setxattr(fd, "user.x", b"1"))
 t("removexattr", lambda: os.removexattr("{ro}/target", "user.x"))
 d = os.open("{ro}", os.O_RDONLY | os.O_DIRECTORY)
 t("openat", lambda: os.open("target", os.O_WRONLY, dir_fd=d))
+import socket
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+t("bind", lambda: a.bind("{ro}/sock"))
 t("exec", lambda: os.execv("{ro}/script", ["script"]))
 "#,
         ro = ro.display()
@@ -823,6 +826,8 @@ t("exec", lambda: os.execv("{ro}/script", ["script"]))
             "{op}: {recs:#?}\n{out:?}"
         );
     }
+    let sock = find(&recs, "file-write", ro.join("sock").to_str().unwrap());
+    assert!(sock.iter().any(|r| r["operation"] == "bind"), "{recs:#?}");
     let exec = find(&recs, "exec", ro.join("script").to_str().unwrap());
     assert!(
         exec.iter().any(|r| r["violation"] == true),

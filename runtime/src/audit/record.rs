@@ -477,6 +477,7 @@ pub fn op_name(op: u16) -> &'static str {
         32..=34 | 39 => "removexattr",
         35..=37 => "utimes",
         47 | 48 => "exec",
+        49 => "bind",
         40 => "connect",
         41 => "socket",
         46 => "sendmsg",

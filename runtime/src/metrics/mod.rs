@@ -93,7 +93,7 @@ pub const LAYERS: [&str; 10] = [
 /// `operation` of `warden_violations_total`: the system calls the eBPF programs record, the
 /// calls warden's seccomp filter refuses, the proxy's request types, and `other` for anything
 /// else (an unknown call, Seatbelt's operation names).
-pub const OPERATIONS: [&str; 77] = [
+pub const OPERATIONS: [&str; 78] = [
     // Files (the eBPF programs' file operations).
     "open",
     "creat",
@@ -110,6 +110,7 @@ pub const OPERATIONS: [&str; 77] = [
     "setxattr",
     "removexattr",
     "mknod",
+    "bind",
     // Sockets and exec.
     "connect",
     "socket",
