@@ -542,3 +542,65 @@ req.wait()
         assert!(!text.contains("evil-unlisted.test"), "{text}");
     }
 }
+
+/// stdin a terminal, stdout not (`warden run -- cmd > file`): the command cannot get a
+/// terminal of its own, so it would share the one questions are asked on — and could answer
+/// them (red-team round 14 stole the head of a focus report and left `O`). Nobody is asked:
+/// the request is denied at once, and warden says why.
+#[test]
+fn with_stdout_redirected_questions_are_not_asked_on_the_shared_terminal() {
+    if !warden_tests::ready_unless(
+        "with_stdout_redirected_questions_are_not_asked_on_the_shared_terminal",
+        (!warden_tests::have("python3") || !warden_tests::have("curl"))
+            .then(|| "python3 and curl are needed".to_string()),
+    ) {
+        return;
+    }
+    let env = TestEnv::new();
+    let bin = warden_tests::warden_bin();
+    let driver = r#"
+import os, pty, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.run(sys.argv[1:], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   timeout=60, start_new_session=False)
+sys.stdout.write(p.stdout.decode(errors="replace"))
+sys.stdout.write("\nSTDERR\n" + p.stderr.decode(errors="replace"))
+"#;
+    let out = std::process::Command::new("python3")
+        .current_dir(env.project())
+        .env("HOME", env.home())
+        .env("XDG_CONFIG_HOME", env.home().join(".config"))
+        .env(
+            "WARDEN_MANAGED_SETTINGS",
+            env.root().join("managed-settings.json"),
+        )
+        .env("WARDEN_SESSION_DIR", env.root().join("sessions"))
+        .arg("-c")
+        .arg(driver)
+        .arg(&bin)
+        .args([
+            "run",
+            "--",
+            "curl",
+            "-s",
+            "-m",
+            "20",
+            "-o",
+            "/dev/null",
+            "-w",
+            "status=%{http_code}\n",
+            "-x",
+            "http://127.0.0.1:3128",
+            "http://evil-unlisted.test/",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Refused by the proxy, or no proxy at all (nothing to ask, nothing allowed).
+    assert!(
+        text.contains("status=403") || text.contains("status=000"),
+        "{text}"
+    );
+    assert!(text.contains("questions are denied"), "{text}");
+    assert!(!text.contains("allowed once"), "{text}");
+}

@@ -124,9 +124,29 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     context.tmpdir = Some(workspace.tmpdir());
     let mut policy = Policy::build(&layers, context, &RealFs)?;
     // Where questions go: the flags, else `warden.approvals.mode`.
-    let (approvals_socket, attended) =
+    let (approvals_socket, mut attended) =
         crate::approve::choose(&policy, args.approvals.clone(), args.policy.non_interactive)
             .map_err(anyhow::Error::msg)?;
+    // Questions on the caller's terminal need the command on a terminal of its own (below),
+    // which takes stdin and stdout both being terminals; otherwise the command would share
+    // the one the question is asked on and could answer it (red-team round 14): nobody asks.
+    {
+        use std::io::IsTerminal;
+        if attended
+            && approvals_socket.is_none()
+            && cfg!(target_os = "linux")
+            && !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal())
+        {
+            attended = false;
+            if std::io::stdin().is_terminal() {
+                eprintln!(
+                    "warden: questions are denied in this run: stdout is not a terminal, so \
+                     the command would share the terminal they are asked on (use --approvals \
+                     unix:PATH to answer them elsewhere)"
+                );
+            }
+        }
+    }
     policy.context.approver_attached = attended;
     // `--session`: what the session approved so far shapes this sandbox (its view and its
     // network), and what is approved during the run is recorded for the next one.

@@ -288,8 +288,8 @@ impl Sandbox for LinuxSandbox {
         }
         // Every process of the sandbox is gone (its pid 1 waited for them): the indexes as
         // the host's git will read them.
-        super::watch::final_index_check(&self.git_dirs);
         super::watch::final_symlink_check(&self.git_dirs, &self.git_symlinks);
+        super::watch::final_index_check(&self.git_dirs);
         if let Some(net) = &self.network {
             for line in crate::net::service::blocked_summary(&net.events.events()) {
                 eprintln!("{line}");

@@ -35,14 +35,30 @@ pub fn problem(path: &Path) -> Option<String> {
     // SHA-1 repositories (gix-index is built without SHA-256 here; an index of a SHA-256
     // repository fails to parse and is refused: fail closed).
     let parse = |data: &[u8]| {
-        gix_index::State::from_bytes(
-            data,
-            filetime::FileTime::zero(),
-            Kind::Sha1,
-            Default::default(),
-        )
-        .map(|(state, _)| state)
-        .map_err(|_| "it cannot be read as a git index".to_string())
+        // gix-index asserts on some inputs git reads fine (bytes after a tree cache): a panic
+        // is an index it cannot read, refused like any other (pid 1 must not die of it).
+        let parsed = std::panic::catch_unwind(|| {
+            gix_index::State::from_bytes(
+                data,
+                filetime::FileTime::zero(),
+                Kind::Sha1,
+                Default::default(),
+            )
+        });
+        let state = match parsed {
+            Ok(Ok((state, _))) => state,
+            _ => return Err("it cannot be read as a git index".to_string()),
+        };
+        // An extension gix-index could not decode is left out of its state, where git may
+        // still read it: a tree cache git accepts and gix does not would go unchecked.
+        let extensions = extension_names(data)?;
+        if extensions.iter().any(|e| e == b"TREE") && state.tree().is_none() {
+            return Err("its tree cache cannot be read (fail closed)".to_string());
+        }
+        if extensions.iter().any(|e| e == b"link") && state.link().is_none() {
+            return Err("its split-index link cannot be read (fail closed)".to_string());
+        }
+        Ok(state)
     };
     let state = match parse(&data) {
         Ok(state) => state,
@@ -209,6 +225,68 @@ fn tree_id(
         }
     }
     Ok(id)
+}
+
+/// The signatures of the extensions of the index `data`, found by walking its entries as git
+/// lays them out (versions 2 to 4) — independently of gix-index, whose state omits an
+/// extension it cannot decode. An index whose extensions do not end exactly at its checksum
+/// is refused.
+fn extension_names(data: &[u8]) -> Result<Vec<[u8; 4]>, String> {
+    let bad = || "its layout cannot be followed (fail closed)".to_string();
+    let u32_at = |at: usize| -> Option<u32> {
+        data.get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    if data.get(..4) != Some(b"DIRC") || data.len() < 32 {
+        return Err(bad());
+    }
+    let version = u32_at(4).ok_or_else(bad)?;
+    let count = u32_at(8).ok_or_else(bad)?;
+    let end = data.len() - 20;
+    let mut at = 12usize;
+    for _ in 0..count {
+        // ctime, mtime, dev, ino, mode, uid, gid, size (40 bytes), the object id (20), flags.
+        let flags = data.get(at + 60..at + 62).ok_or_else(bad)?;
+        let flags = u16::from_be_bytes([flags[0], flags[1]]);
+        let mut path_at = at + 62;
+        if version >= 3 && flags & 0x4000 != 0 {
+            path_at += 2;
+        }
+        if version == 4 {
+            // A varint (how much of the previous path to drop), then the rest, NUL-ended.
+            let mut p = path_at;
+            while *data.get(p).ok_or_else(bad)? & 0x80 != 0 {
+                p += 1;
+            }
+            p += 1;
+            let nul = data
+                .get(p..end)
+                .and_then(|r| r.iter().position(|b| *b == 0));
+            at = p + nul.ok_or_else(bad)? + 1;
+        } else {
+            let nul = data
+                .get(path_at..end)
+                .and_then(|r| r.iter().position(|b| *b == 0))
+                .ok_or_else(bad)?;
+            // Padded with NULs to a multiple of 8 bytes (at least one NUL).
+            let len = path_at - at + nul;
+            at += (len + 8) & !7;
+        }
+        if at > end {
+            return Err(bad());
+        }
+    }
+    let mut names = Vec::new();
+    while at < end {
+        let sig = data.get(at..at + 4).ok_or_else(bad)?;
+        let size = u32_at(at + 4).ok_or_else(bad)? as usize;
+        names.push([sig[0], sig[1], sig[2], sig[3]]);
+        at = at.checked_add(8 + size).ok_or_else(bad)?;
+    }
+    if at != end {
+        return Err(bad());
+    }
+    Ok(names)
 }
 
 /// The bytes of the index file at `path`; `Ok(None)` when there is none.

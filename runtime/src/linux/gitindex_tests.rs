@@ -205,3 +205,55 @@ fn a_tree_cache_that_does_not_match_the_entries_is_refused() {
     git_in(d, &["write-tree"]);
     assert_eq!(problem(&index), None);
 }
+
+/// A tree cache gix-index cannot decode but git reads (junk after the counts), or one with
+/// bytes after it (gix-index asserts on those): refused, never skipped, never a panic
+/// (red-team round 14).
+#[test]
+fn a_tree_cache_gix_cannot_decode_is_refused_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git_in(d, &["init", "-q"]);
+    std::fs::create_dir_all(d.join("d")).unwrap();
+    std::fs::write(d.join("a.txt"), "a").unwrap();
+    std::fs::write(d.join("d/x"), "x").unwrap();
+    git_in(d, &["add", "."]);
+    git_in(d, &["write-tree"]);
+    let index = d.join(".git/index");
+    // Version 4 (prefix-compressed paths) is walked too.
+    git_in(d, &["update-index", "--index-version", "4"]);
+    assert_eq!(problem(&index), None);
+    git_in(d, &["update-index", "--index-version", "2"]);
+    git_in(d, &["write-tree"]);
+    let good = std::fs::read(&index).unwrap();
+    assert_eq!(problem(&index), None);
+    assert!(extension_names(&good).unwrap().contains(b"TREE"));
+    let at = good.windows(4).rposition(|w| w == b"TREE").unwrap();
+    let size = u32::from_be_bytes(good[at + 4..at + 8].try_into().unwrap()) as usize;
+    let body = &good[at + 8..at + 8 + size];
+    let rebuilt = |new_body: &[u8]| {
+        let mut v = good[..at + 4].to_vec();
+        v.extend_from_slice(&(new_body.len() as u32).to_be_bytes());
+        v.extend_from_slice(new_body);
+        v.extend_from_slice(&good[at + 8 + size..]);
+        v
+    };
+    // Junk after the root's counts: git's strtol stops at it, gix-index gives up.
+    let nl = body.iter().position(|b| *b == b'\n').unwrap();
+    let mut junk = body[..nl].to_vec();
+    junk.extend_from_slice(b" x");
+    junk.extend_from_slice(&body[nl..]);
+    std::fs::write(&index, rebuilt(&junk)).unwrap();
+    let why = problem(&index).unwrap();
+    assert!(why.contains("tree cache"), "{why}");
+    // Bytes after the tree cache.
+    let mut trailing = body.to_vec();
+    trailing.extend_from_slice(b"zz");
+    std::fs::write(&index, rebuilt(&trailing)).unwrap();
+    assert!(problem(&index).is_some());
+    // Garbage where the extensions should end.
+    let mut cut = good.clone();
+    cut.insert(at, b'!');
+    std::fs::write(&index, &cut).unwrap();
+    assert!(problem(&index).is_some());
+}
