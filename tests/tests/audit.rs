@@ -45,6 +45,20 @@ fn run(env: &TestEnv, args: &[&str], script: &str) -> Output {
     }
 }
 
+/// Compiles the C program `source` with `cc` into the project as `name` (a C compiler is
+/// there wherever Rust links).
+fn compile_c(env: &TestEnv, name: &str, source: &str) {
+    let src = env.root().join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let cc = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(env.project().join(name))
+        .arg(&src)
+        .output()
+        .expect("a C compiler (`cc`, which Rust's own linking needs) is required for this test");
+    assert!(cc.status.success(), "{cc:?}");
+}
+
 fn records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -847,9 +861,9 @@ fn seccomp_refusals_of_clone_tiocsti_and_foreign_abis_are_recorded() {
     }
     let env = TestEnv::new();
     let settings = settings(&env, "");
-    let src = env.root().join("s.c");
-    std::fs::write(
-        &src,
+    compile_c(
+        &env,
+        "s",
         r#"#define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -869,16 +883,7 @@ int main(void) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let bin = env.project().join("s");
-    let cc = std::process::Command::new("cc")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("a C compiler (`cc`, which Rust's own linking needs) is required for this test");
-    assert!(cc.status.success(), "{cc:?}");
+    );
     let file = env.root().join("v.jsonl");
     let out = run(
         &env,
@@ -958,9 +963,9 @@ print("done")
     );
     // sendmmsg: a datagram to the sandbox's loopback, then one off it (refused): the call
     // reports one sent, and the refused one is recorded all the same.
-    let src = env.root().join("mm.c");
-    std::fs::write(
-        &src,
+    compile_c(
+        &env,
+        "mm",
         r#"#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -985,16 +990,7 @@ int main(void) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let bin = env.project().join("mm");
-    let cc = std::process::Command::new("cc")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("a C compiler (`cc`) is required for this test");
-    assert!(cc.status.success(), "{cc:?}");
+    );
     let file = env.root().join("v2.jsonl");
     let out = run(
         &env,

@@ -135,16 +135,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         if attended
             && approvals_socket.is_none()
             && cfg!(target_os = "linux")
-            && !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal())
+            && std::io::stdin().is_terminal()
+            && !std::io::stdout().is_terminal()
         {
             attended = false;
-            if std::io::stdin().is_terminal() {
-                eprintln!(
-                    "warden: questions are denied in this run: stdout is not a terminal, so \
-                     the command would share the terminal they are asked on (use --approvals \
-                     unix:PATH to answer them elsewhere)"
-                );
-            }
+            eprintln!(
+                "warden: questions are denied in this run: stdout is not a terminal, so the \
+                 command would share the terminal they are asked on (use --approvals unix:PATH \
+                 to answer them elsewhere)"
+            );
         }
     }
     policy.context.approver_attached = attended;

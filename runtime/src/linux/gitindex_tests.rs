@@ -38,14 +38,7 @@ fn paths_that_leave_the_worktree_or_reach_git_state_are_unsafe() {
 #[test]
 fn an_index_git_wrote_passes_and_garbage_does_not() {
     let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir.path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
+    let git = |args: &[&str]| git_in(dir.path(), args);
     git(&["init", "-q"]);
     std::fs::write(dir.path().join("f.txt"), "x").unwrap();
     git(&["add", "f.txt"]);
@@ -66,14 +59,7 @@ fn an_index_git_wrote_passes_and_garbage_does_not() {
 #[test]
 fn a_fifo_symlink_or_broken_split_index_is_refused_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir.path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
+    let git = |args: &[&str]| git_in(dir.path(), args);
     git(&["init", "-q"]);
     git(&["config", "core.splitIndex", "true"]);
     std::fs::write(dir.path().join("f.txt"), "x").unwrap();
@@ -113,14 +99,7 @@ fn a_fifo_symlink_or_broken_split_index_is_refused_without_blocking() {
 #[test]
 fn the_last_look_moves_a_poisoned_index_aside_and_keeps_a_good_one() {
     let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir.path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
+    let git = |args: &[&str]| git_in(dir.path(), args);
     git(&["init", "-q"]);
     std::fs::write(dir.path().join("AAAAAAAAAA"), "x").unwrap();
     git(&["add", "AAAAAAAAAA"]);
