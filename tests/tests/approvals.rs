@@ -50,6 +50,21 @@ fn session_file(env: &TestEnv, id: &str) -> PathBuf {
     env.root().join("sessions").join(format!("{id}.json"))
 }
 
+/// `python3` in the test's project with warden's environment for it (home, settings paths):
+/// the driver of a terminal or of a run whose streams the test arranges.
+fn python_in(env: &TestEnv) -> std::process::Command {
+    let warden = env.command();
+    let mut cmd = std::process::Command::new("python3");
+    for (k, v) in warden.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.current_dir(env.project());
+    cmd
+}
+
 #[test]
 fn a_write_approved_once_for_a_session_is_writable_in_its_next_sandboxes_only() {
     let env = TestEnv::new();
@@ -320,16 +335,7 @@ fn check_on_a_terminal(env: &TestEnv, args: &[&str], key: &str) -> (String, i32)
     let mut all = vec!["check"];
     all.extend_from_slice(args);
     all.push("--ask");
-    let mut cmd = std::process::Command::new("python3");
-    cmd.current_dir(env.project())
-        .env("HOME", env.home())
-        .env("XDG_CONFIG_HOME", env.home().join(".config"))
-        .env(
-            "WARDEN_MANAGED_SETTINGS",
-            env.root().join("managed-settings.json"),
-        )
-        .env("WARDEN_SESSION_DIR", env.root().join("sessions"));
-    warden_tests::under_pty(cmd, &all, &[("(denied in", key)])
+    warden_tests::under_pty(python_in(env), &all, &[("(denied in", key)])
 }
 
 #[test]
@@ -512,15 +518,7 @@ req.wait()
 "#;
     std::fs::write(env.project().join("reader.py"), reader).unwrap();
     for args in [vec!["sh", "-c", script], vec!["python3", "reader.py"]] {
-        let mut cmd = std::process::Command::new("python3");
-        cmd.current_dir(env.project())
-            .env("HOME", env.home())
-            .env("XDG_CONFIG_HOME", env.home().join(".config"))
-            .env(
-                "WARDEN_MANAGED_SETTINGS",
-                env.root().join("managed-settings.json"),
-            )
-            .env("WARDEN_SESSION_DIR", env.root().join("sessions"));
+        let cmd = python_in(&env);
         let mut full = vec!["run", "--settings", s(&settings), "--"];
         full.extend(args.iter().copied());
         let (screen, _code) = warden_tests::under_pty(
@@ -566,15 +564,7 @@ p = subprocess.run(sys.argv[1:], stdin=slave, stdout=subprocess.PIPE, stderr=sub
 sys.stdout.write(p.stdout.decode(errors="replace"))
 sys.stdout.write("\nSTDERR\n" + p.stderr.decode(errors="replace"))
 "#;
-    let out = std::process::Command::new("python3")
-        .current_dir(env.project())
-        .env("HOME", env.home())
-        .env("XDG_CONFIG_HOME", env.home().join(".config"))
-        .env(
-            "WARDEN_MANAGED_SETTINGS",
-            env.root().join("managed-settings.json"),
-        )
-        .env("WARDEN_SESSION_DIR", env.root().join("sessions"))
+    let out = python_in(&env)
         .arg("-c")
         .arg(driver)
         .arg(&bin)

@@ -33,6 +33,18 @@ fn write(path: &Path, text: &str) {
 }
 
 /// Each line of `script` is `label: command`; prints `label ok` or `label refused`.
+/// Runs the host's `git ARGS` in `dir` with the test's home; its stdout. Panics on failure.
+fn git_in(env: &TestEnv, dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("HOME", env.home())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn attempts(lines: &[(&str, &str)]) -> String {
     lines
         .iter()
@@ -832,15 +844,7 @@ fn a_git_dir_allowed_for_writing_keeps_its_hooks_and_config() {
     let repo = env.project().join("m");
     let sub = repo.join("sub");
     std::fs::create_dir_all(&sub).unwrap();
-    let git = |dir: &Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir)
-            .args(args)
-            .env("HOME", env.home())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
+    let git = |dir: &Path, args: &[&str]| git_in(&env, dir, args);
     git(&repo, &["init", "-q"]);
     let bare = env.root().join("srv/x.git");
     std::fs::create_dir_all(&bare).unwrap();
@@ -1261,15 +1265,7 @@ fn a_git_index_brought_in_or_written_through_a_hard_link_ends_the_sandbox() {
 fn a_poisoned_index_held_open_in_a_worktree_or_in_a_shared_index_never_reaches_the_host() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |dir: &Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir)
-            .args(args)
-            .env("HOME", env.home())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
+    let git = |dir: &Path, args: &[&str]| git_in(&env, dir, args);
     git(&project, &["init", "-q"]);
     git(
         &project,
@@ -1392,16 +1388,7 @@ print(\"survived\")
 fn a_tree_cache_a_git_dir_symlink_or_a_new_worktree_cannot_reach_the_host() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |dir: &Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .current_dir(dir)
-            .args(args)
-            .env("HOME", env.home())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let git = |dir: &Path, args: &[&str]| git_in(&env, dir, args);
     git(&project, &["init", "-q"]);
     write(&project.join("README"), "readme\n");
     git(&project, &["add", "."]);

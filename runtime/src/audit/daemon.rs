@@ -880,10 +880,7 @@ fn on_event(state: &State, data: &[u8]) {
     let Some(mut rec) = entry.classifier.classify(&ev, time, cwd.as_deref()) else {
         return;
     };
-    if rec.violation
-        && crate::policy::ignore::is_ignored(&rec.target, &entry.ignored)
-        && super::resolves_within(&rec.target, &entry.ignored)
-    {
+    if rec.violation && super::is_dropped(&rec.target, &entry.ignored) {
         return;
     }
     rec.sandbox.clone_from(&entry.sandbox);

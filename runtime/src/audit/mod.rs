@@ -341,10 +341,16 @@ struct Inner {
     sandbox_bytes: HashMap<String, u64>,
 }
 
-/// Whether `target`, its symlinks followed now, still lies below an ignored path: a link
-/// the command planted inside an ignored directory (`ign/lnk` → `/etc/shadow`) names the
-/// ignored directory but the kernel wrote elsewhere (red-team round 13).
-pub(crate) fn resolves_within(target: &str, ignored: &[PathBuf]) -> bool {
+/// Whether a violation record for `target` is dropped by `ignoreViolations`: it lies below
+/// an ignored path as named ([`crate::policy::ignore::is_ignored`]) and still does with its
+/// symlinks followed now — a link the command planted inside an ignored directory
+/// (`ign/lnk` → `/etc/shadow`) names the ignored directory but the kernel wrote elsewhere
+/// (red-team round 13). The one test for every sink (a run's collector, the daemon).
+pub(crate) fn is_dropped(target: &str, ignored: &[PathBuf]) -> bool {
+    crate::policy::ignore::is_ignored(target, ignored) && resolves_within(target, ignored)
+}
+
+fn resolves_within(target: &str, ignored: &[PathBuf]) -> bool {
     let real = crate::policy::fsview::resolve(
         &crate::policy::fsview::RealFs,
         Path::new("/"),
@@ -419,10 +425,7 @@ impl Collector {
         if rec.labels.is_empty() {
             rec.labels = inner.labels.clone();
         }
-        if rec.violation
-            && crate::policy::ignore::is_ignored(&rec.target, &inner.ignored)
-            && resolves_within(&rec.target, &inner.ignored)
-        {
+        if rec.violation && is_dropped(&rec.target, &inner.ignored) {
             return;
         }
         if let Some(m) = &self.metrics {
