@@ -127,6 +127,8 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+#include "emit.bpf.h"
+
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
 /* x86_64 system call numbers of the calls recorded at entry (build.rs defines the target
@@ -269,13 +271,6 @@ static __always_inline unsigned long arg(struct pt_regs *regs, int i)
 	}
 }
 
-static __always_inline void count_drop(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&drops, &slot);
-	if (n)
-		*n += 1;
-}
-
 /* The watched cgroup the current task belongs to, or 0. */
 /* The current task's watched cgroup id (0: not watched) and its W_* flags. */
 static __always_inline __u64 watched_cgroup_flags(__u8 *wflags)
@@ -342,12 +337,6 @@ static __always_inline void commit(struct pending *p)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	if (bpf_map_update_elem(&pending_calls, &tid, p, BPF_ANY))
 		count_drop(DROP_PENDING);
-}
-
-static __always_inline void emit(struct event *e)
-{
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
-		count_drop(DROP_RINGBUF);
 }
 
 static __always_inline void read_path(char *dst, __u64 uptr, __u64 *flags)

@@ -111,7 +111,19 @@ struct lsm_inode_key {
 /* The drop counters (per-CPU array `drops`) */
 #define DROP_RINGBUF 0 /* bpf_ringbuf_reserve failed: the reader is behind */
 #define DROP_PENDING 1 /* the per-thread entry map was full: a syscall went unobserved */
-#define DROP_SLOTS 2
+#define DROP_LIMITED 2 /* a sandbox over its share of a shared ring buffer (struct rate) */
+#define DROP_SLOTS 3
+
+/* `rates` values (ebpf/emit.bpf.h): a sandbox's share of the node daemon's ring buffer. The
+ * Rust side reads and writes them as five u64 (runtime/src/audit/bpf.rs, `Rate`). */
+#define RATE_WINDOW_NS 100000000ULL /* 100 ms */
+struct rate {
+	__u64 window_ns; /*  0: start of the current window (bpf_ktime_get_ns) */
+	__u64 sent;      /*  8: events sent in the window */
+	__u64 share;     /* 16: events per window sent whatever the ring buffer holds */
+	__u64 limited;   /* 24: events not sent: over the share, the ring buffer half full */
+	__u64 ring_full; /* 32: events of this sandbox the full ring buffer refused */
+};
 
 struct event {
 	__u64 ts_ns;     /*   0: bpf_ktime_get_boot_ns() */

@@ -67,6 +67,8 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+#include "emit.bpf.h"
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -106,13 +108,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct event);
 } lsm_scratch SEC(".maps");
-
-static __always_inline void count_drop(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&drops, &slot);
-	if (n)
-		*n += 1;
-}
 
 /* The sandbox the current task is judged for: its mode, and its cgroup id in *cg; 0 when
  * the task is outside every sandbox with LSM rules, or not hardened yet. */
@@ -213,12 +208,6 @@ static __always_inline struct event *new_event(__u64 cg, __u16 kind, __u16 op)
 	e->path[0] = 0;
 	e->path2[0] = 0;
 	return e;
-}
-
-static __always_inline void emit(struct event *e)
-{
-	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
-		count_drop(DROP_RINGBUF);
 }
 
 /* A file rule matched: marks the pending entry, or returns a fresh standalone record for the

@@ -88,6 +88,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=../ebpf/warden.bpf.c");
     println!("cargo:rerun-if-changed=../ebpf/warden.bpf.h");
+    println!("cargo:rerun-if-changed=../ebpf/emit.bpf.h");
     println!("cargo:rerun-if-changed=../ebpf/warden_lsm.bpf.c");
     println!("cargo:rerun-if-env-changed=WARDEN_BPF_CLANG");
     println!("cargo:rerun-if-env-changed=WARDEN_VMLINUX_H");

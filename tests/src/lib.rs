@@ -235,6 +235,55 @@ impl Default for TestEnv {
     }
 }
 
+/// Compiles the C program `source` with `cc` into `env`'s project as `name` (a C compiler is
+/// there wherever Rust links).
+pub fn compile_c(env: &TestEnv, name: &str, source: &str) {
+    let src = env.root().join(format!("{name}.c"));
+    fs::write(&src, source).unwrap_or_else(|e| panic!("cannot write {}: {e}", src.display()));
+    let cc = Command::new("cc")
+        .arg("-o")
+        .arg(env.project().join(name))
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("a C compiler (`cc`, which Rust's own linking needs) is required: {e}")
+        });
+    assert!(cc.status.success(), "{cc:?}");
+}
+
+/// A python program that takes every inotify instance it can get, prints how many, and holds
+/// them for `{secs}` seconds.
+pub fn hold_inotify_instances(secs: u32) -> String {
+    format!(
+        "import ctypes, sys, time\nl = ctypes.CDLL(None)\nn = 0\n\
+         while l.inotify_init1(0) >= 0: n += 1\nprint(n, flush=True)\ntime.sleep({secs})"
+    )
+}
+
+/// A child process killed (and reaped) when dropped, also when the test panics.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` with its stdout piped and returns it with the first line it prints.
+pub fn spawn_and_read_line(cmd: &mut Command) -> (KillOnDrop, String) {
+    let mut child = KillOnDrop(
+        cmd.stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}")),
+    );
+    let mut line = String::new();
+    let stdout = child.0.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+        .unwrap_or_else(|e| panic!("reading {cmd:?}: {e}"));
+    (child, line)
+}
+
 /// Whether `tool` is on PATH.
 pub fn have(tool: &str) -> bool {
     Command::new("sh")

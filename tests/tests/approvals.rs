@@ -329,6 +329,74 @@ fn nothing_is_approved_from_inside_a_sandbox() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("writable inside the sandbox"));
 }
 
+#[test]
+fn an_approval_covering_the_session_store_does_not_make_it_writable() {
+    // Red-team round 15: "allow once" for a new file approves its directory; when that
+    // directory holds the session store (a non-root user's `$TMPDIR/warden-UID/sessions`,
+    // a file approved in `$TMPDIR`), the next sandbox of the session could rewrite the
+    // store and approve anything for itself — also unsandboxed commands.
+    let env = TestEnv::new();
+    let store_dir = env.root().join("sessions");
+    let (out, _) = check_asked(
+        &env,
+        &[
+            "--write",
+            s(&env.root().join("report.txt")),
+            "--session",
+            "s1",
+        ],
+        vec!["allow-once"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let before = std::fs::read(session_file(&env, "s1")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&before).contains(s(env.root())),
+        "the approval covers the store's parent: {}",
+        String::from_utf8_lossy(&before)
+    );
+    // The approval itself works: the sandbox may write the approved directory...
+    let forge = format!(
+        "echo ok > {ok}; echo approved=$?; \
+         printf '%s' '{{\"paths\":[[\"write\",\"/\"]],\"domains\":[]}}' > {dir}/s1.json; \
+         echo forge=$?; echo y > {dir}/new.json; echo create=$?; \
+         mv {dir} {root}/moved; echo move=$?; cat {dir}/s1.json > /dev/null; echo read=$?; \
+         ls {dir} | grep -c json; echo listed=$?",
+        ok = s(&env.root().join("report.txt")),
+        dir = s(&store_dir),
+        root = s(env.root()),
+    );
+    let out = run(&env, &["run", "--session", "s1", "--", "sh", "-c", &forge]);
+    assert!(out.stdout.contains("approved=0"), "{out:?}");
+    // ...but not the store, in any way.
+    // Round 16: nor read it, or lock its lock file (that stalled the session's approvals).
+    for step in ["forge", "create", "move", "read"] {
+        assert!(
+            !out.stdout.contains(&format!("{step}=0")),
+            "{step} succeeded: {out:?}"
+        );
+    }
+    assert_eq!(std::fs::read(session_file(&env, "s1")).unwrap(), before);
+    assert!(!store_dir.join("new.json").exists());
+    assert!(!env.root().join("moved").exists());
+    // Nothing beyond the approval reaches the next sandbox of the session either (the forged
+    // store would have approved writing `/`).
+    let target = PathBuf::from(format!("/etc/warden-forged-{}", std::process::id()));
+    let next = run(
+        &env,
+        &[
+            "run",
+            "--session",
+            "s1",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo x > {}", s(&target)),
+        ],
+    );
+    assert_ne!(next.code, 0, "{next:?}");
+    assert!(!target.exists());
+}
+
 /// `warden check ARGS --ask` on a pseudo-terminal, pressing `key` once the prompt is shown;
 /// returns what the terminal showed and the exit code.
 fn check_on_a_terminal(env: &TestEnv, args: &[&str], key: &str) -> (String, i32) {

@@ -9,7 +9,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use warden_tests::{is_root, root_or_skip, Output, TestEnv};
+use warden_tests::{compile_c, is_root, root_or_skip, Output, TestEnv};
 
 /// `true` when the tests can run here (root); otherwise panics under CI=true, or skips loudly.
 fn ready(test: &str) -> bool {
@@ -43,20 +43,6 @@ fn run(env: &TestEnv, args: &[&str], script: &str) -> Output {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-}
-
-/// Compiles the C program `source` with `cc` into the project as `name` (a C compiler is
-/// there wherever Rust links).
-fn compile_c(env: &TestEnv, name: &str, source: &str) {
-    let src = env.root().join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let cc = std::process::Command::new("cc")
-        .arg("-o")
-        .arg(env.project().join(name))
-        .arg(&src)
-        .output()
-        .expect("a C compiler (`cc`, which Rust's own linking needs) is required for this test");
-    assert!(cc.status.success(), "{cc:?}");
 }
 
 fn records(path: &Path) -> Vec<Value> {
@@ -1005,4 +991,78 @@ int main(void) {
     assert!(out.stdout.contains("sent 1"), "{out:?}");
     let recs = records(&file);
     one(&recs, "network", "192.0.2.9:53");
+}
+
+/// Signals, descriptors and limits the kernel refuses for a layer other than warden's filter
+/// (red-team round 15: none of them was recorded, and a raw socket was put on seccomp).
+const PROCESS_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <netinet/in.h>
+#include <unistd.h>
+static void show(const char *what, long rc) { printf("%s %ld %d\n", what, rc, rc < 0 ? errno : 0); }
+int main(void) {
+    show("kill", kill(1, SIGTERM));
+    int pidfd = (int)syscall(SYS_pidfd_open, 1, 0);
+    show("pidfd_getfd", syscall(SYS_pidfd_getfd, pidfd, 0, 0));
+    struct rlimit r;
+    getrlimit(RLIMIT_NOFILE, &r);
+    r.rlim_max += 1; r.rlim_cur = r.rlim_max;
+    show("setrlimit", setrlimit(RLIMIT_NOFILE, &r));
+    show("raw", socket(AF_INET, SOCK_RAW, IPPROTO_ICMP));
+    return 0;
+}
+"#;
+
+#[test]
+fn refusals_of_other_processes_and_of_higher_limits_are_recorded() {
+    if !ready("refusals_of_other_processes_and_of_higher_limits_are_recorded") {
+        return;
+    }
+    let env = TestEnv::new();
+    compile_c(&env, "procs", PROCESS_C);
+    let violations = env.root().join("violations.jsonl");
+    let st = settings(&env, "");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &st,
+            "--violations",
+            violations.to_str().unwrap(),
+        ],
+        "./procs",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    for call in ["kill", "pidfd_getfd", "setrlimit", "raw"] {
+        assert!(
+            out.stdout.contains(&format!("{call} -1 1\n")),
+            "{call} was not refused with EPERM: {out:?}"
+        );
+    }
+    let recs = records(&violations);
+    let by_op = |op: &str| -> &Value {
+        let found: Vec<&Value> = recs.iter().filter(|r| r["operation"] == op).collect();
+        assert_eq!(found.len(), 1, "{op}: {recs:#?}");
+        found[0]
+    };
+    let kill = by_op("kill");
+    assert_eq!(kill["kind"], "process", "{kill:#}");
+    assert_eq!(kill["target"], "pid 1", "{kill:#}");
+    assert_eq!(kill["layer"], "landlock", "{kill:#}");
+    let getfd = by_op("pidfd_getfd");
+    assert_eq!(getfd["kind"], "process", "{getfd:#}");
+    assert_eq!(getfd["layer"], "dac", "{getfd:#}");
+    // glibc's setrlimit is prlimit64 on the calling process.
+    let limit = by_op("prlimit64");
+    assert_eq!(limit["target"], "itself", "{limit:#}");
+    assert_eq!(limit["layer"], "dac", "{limit:#}");
+    let raw = by_op("socket");
+    assert_eq!(raw["target"], "AF_INET", "{raw:#}");
+    assert_eq!(raw["layer"], "dac", "{raw:#}");
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use warden_tests::{have, root_or_skip, TestEnv};
+use warden_tests::{compile_c, have, root_or_skip, TestEnv};
 
 /// `true` when the tests can run here (root); otherwise panics under CI=true, or skips loudly.
 fn ready(test: &str) -> bool {
@@ -515,6 +515,135 @@ fn a_sigkilled_run_is_unregistered() {
         !Path::new(&format!("/sys/fs/cgroup/warden-{pid}")).exists()
     });
     assert!(cgroup_gone, "the sandbox's cgroup is still there");
+}
+
+/// Fails `open(O_WRONLY|O_CREAT)` on `argv[1]` (read-only in the sandbox) for `argv[2]`
+/// seconds, as fast as it can, or every `argv[3]` microseconds `argv[4]` times.
+const FLOOD_C: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc == 3) {
+        time_t end = time(0) + atoi(argv[2]);
+        unsigned long n = 0;
+        while (time(0) < end)
+            for (int i = 0; i < 1000; i++, n++)
+                if (open(argv[1], O_WRONLY | O_CREAT, 0644) >= 0) return 3;
+        return 0;
+    }
+    for (int i = 0; i < atoi(argv[4]); i++) {
+        if (open(argv[1], O_WRONLY | O_CREAT, 0644) >= 0) return 3;
+        usleep(atoi(argv[3]));
+    }
+    return 0;
+}
+"#;
+
+/// The sum of the `count`s of `records`' writes to `target`.
+fn write_count(recs: &[Value], target: &str) -> u64 {
+    writes_to(recs, target)
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn one_sandboxs_flood_does_not_cost_another_its_records() {
+    if !ready("one_sandboxs_flood_does_not_cost_another_its_records") {
+        return;
+    }
+    let env = TestEnv::new();
+    compile_c(&env, "flood", FLOOD_C);
+    let daemon = Daemon::start(&env, &env.root().join("daemon"));
+    let settings = required(&env);
+    let tag = std::process::id();
+    let flooded = format!("/etc/warden-flood-{tag}");
+    let quiet = format!("/etc/warden-quiet-{tag}");
+    let (file_a, file_b) = (env.root().join("a.jsonl"), env.root().join("b.jsonl"));
+    let flood = env.project().join("flood").display().to_string();
+    // A: refused opens as fast as one core makes them (several hundred thousand a second,
+    // more than the daemon reads: the ring buffer fills) for 4 s.
+    let run_a = start_run(
+        &env,
+        &daemon,
+        &[
+            "--settings",
+            &settings,
+            "--label",
+            "role=flood",
+            "--violations",
+            file_a.to_str().unwrap(),
+        ],
+        &format!("{flood} {flooded} 4"),
+    );
+    daemon.wait_for(r#"warden_sandboxes_active{role="flood"}"#, 1.0);
+    std::thread::sleep(Duration::from_millis(500));
+    // B, meanwhile: 500 refused opens, one every 2 ms (500 a second).
+    const QUIET: u64 = 500;
+    let run_b = start_run(
+        &env,
+        &daemon,
+        &[
+            "--settings",
+            &settings,
+            "--label",
+            "role=quiet",
+            "--violations",
+            file_b.to_str().unwrap(),
+        ],
+        &format!("{flood} {quiet} 0 2000 {QUIET}"),
+    );
+    let (code_b, err_b) = run_b.wait();
+    let (code_a, err_a) = run_a.wait();
+    assert_eq!(code_a, 0, "{err_a}");
+    assert_eq!(code_b, 0, "{err_b}");
+    // B lost nothing and says so; every one of its refusals is in its file and the node's.
+    assert!(!err_b.contains("lost"), "{err_b}");
+    assert_eq!(write_count(&records(&file_b), &quiet), QUIET, "{err_b}");
+    daemon.wait_for("warden_sandboxes_registered", 0.0);
+    let node = records(&daemon.violations);
+    assert_eq!(write_count(&node, &quiet), QUIET, "{}", daemon.stderr());
+    let text = daemon.scrape();
+    assert_eq!(
+        sample(
+            &text,
+            r#"warden_violations_total{role="quiet",kind="file-write",operation="open",layer="mount"}"#
+        ),
+        Some(QUIET as f64),
+        "{text}"
+    );
+    // A was held to its share, and both it and the node's metrics say how much it lost.
+    let limited: u64 = err_a
+        .lines()
+        .find_map(|l| l.split("over its share of the node's ring buffer: ").nth(1))
+        .and_then(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("A does not report its rate-limited events:\n{err_a}"));
+    assert!(limited > 0, "{err_a}");
+    // The node's drop counters are read about once a second.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = daemon.scrape();
+        let dropped = sample(
+            &text,
+            r#"warden_bpf_events_dropped_total{reason="rate-limited"}"#,
+        )
+        .unwrap_or_else(|| panic!("no rate-limited series:\n{text}"));
+        if dropped >= limited as f64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{dropped} < {limited}\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let seen = write_count(&records(&file_a), &flooded);
+    assert!(seen > 0, "{err_a}");
+    eprintln!("flood: {seen} recorded, {limited} rate-limited; quiet: {QUIET} of {QUIET}\n{err_a}");
 }
 
 const PYTHON_REGISTER: &str = r#"

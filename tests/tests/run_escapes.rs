@@ -127,6 +127,8 @@ fn device_nodes_hardlinks_and_proc_roots_lead_nowhere() {
              echo x > /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && echo SYSFS; \
              mount -t tmpfs none /mnt 2>/dev/null && echo MOUNTED; \
              unshare -Ur true 2>/dev/null && echo NESTED_USERNS; \
+             for f in kallsyms kpageflags kpagecount slabinfo vmallocinfo iomem; do \
+               [ \"$(head -c 4096 /proc/$f 2>/dev/null | wc -c)\" -gt 0 ] && echo LEAK_$f; done; \
              echo end",
         ],
     );

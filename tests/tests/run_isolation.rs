@@ -514,6 +514,47 @@ fn unprivileged_caller_is_confined_when_the_weaker_mode_is_allowed() {
     assert_nothing_left(&env);
 }
 
+/// Red-team round 15: when the caller's uid holds every inotify instance the kernel allows it
+/// (another of its processes, here outside any sandbox), pid 1 cannot watch the protected git
+/// dir, and the sandbox does not start rather than run unwatched.
+#[test]
+fn a_sandbox_that_cannot_watch_its_git_dir_does_not_start() {
+    use std::os::unix::process::CommandExt;
+    let env = TestEnv::new();
+    let st = env.write_settings("s.json", r#"{"sandbox": {"failIfUnavailable": false}}"#);
+    write(&env.project().join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(&env.project().join(".git/config"), "[core]\n");
+    let mut warden = as_nobody(&env);
+    // `nobody` holds every instance while the run starts.
+    let (hog, line) = warden_tests::spawn_and_read_line(
+        std::process::Command::new("python3")
+            .args(["-c", &warden_tests::hold_inotify_instances(20)])
+            .uid(65534)
+            .gid(65534),
+    );
+    assert!(line.trim().parse::<usize>().is_ok(), "{line:?}");
+    let out = warden
+        .current_dir(env.project())
+        .args([
+            "run",
+            "--settings",
+            st.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ])
+        .output()
+        .unwrap();
+    drop(hog);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stdout}{stderr}");
+    assert!(!stdout.contains("ran"), "{stdout}");
+    assert!(stderr.contains("inotify is unavailable"), "{stderr}");
+    assert_nothing_left(&env);
+}
+
 /// A command that leaves unsearchable directories (mode 000) in its TMPDIR: an unprivileged
 /// caller cannot remove their contents with a plain recursive delete; the run directory must
 /// not stay behind all the same.
@@ -884,6 +925,47 @@ fn pids_max_stops_a_fork_burst_and_leaves_no_cgroup() {
         "{out:?}"
     );
     assert_no_cgroup_left(pid);
+    assert_nothing_left(&env);
+}
+
+/// Red-team round 15: a run whose settings set no `pidsMax` took 3 000 of the host's pids.
+/// Without one a default of 4096 applies where the cgroup v2 hierarchy offers the pids
+/// controller (not through a v1 fallback: placing the sandbox in a v1 leaf costs ~6 ms a
+/// run); `pidsMax: 0` lifts it.
+#[test]
+fn a_run_without_pids_max_gets_the_default_where_v2_has_pids_and_zero_lifts_it() {
+    let env = TestEnv::new();
+    let with = |settings: &str| {
+        let mut seen = Vec::new();
+        let (out, pid) = run_with_limits(&env, settings, "true", |pid| {
+            seen = cgroup_dirs_named(&format!("warden-{pid}"))
+                .into_iter()
+                .filter_map(|d| {
+                    let v = std::fs::read_to_string(d.join("pids.max")).ok()?;
+                    let v2 = d.join("cgroup.controllers").exists();
+                    Some((v2, v.trim().to_string()))
+                })
+                .collect();
+        });
+        assert_eq!(out.code, 0, "{out:?}");
+        assert_no_cgroup_left(pid);
+        seen
+    };
+    // Where the sandbox's v2 leaf has a pids.max, the pids controller is there.
+    let default = with("{}");
+    match default.iter().find(|(v2, _)| *v2) {
+        Some((_, v)) => assert_eq!(v, "4096", "{default:?}"),
+        None => {
+            assert!(default.is_empty(), "a v1 leaf for a default: {default:?}");
+            eprintln!("note: cgroup v2 offers no pids controller here: no default pids.max");
+        }
+    }
+    let lifted = with(r#"{"warden": {"limits": {"pidsMax": 0}}}"#);
+    assert!(!lifted.is_empty(), "pidsMax 0 is written as max");
+    assert!(
+        lifted.iter().all(|(_, v)| v == "max"),
+        "pidsMax 0 left a limit: {lifted:?}"
+    );
     assert_nothing_left(&env);
 }
 

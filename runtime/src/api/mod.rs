@@ -167,7 +167,7 @@ impl Sandbox {
 
     /// An agent's shell line to run in a sandbox with these settings, gated first
     /// (`warden run --command-text LINE`): the command policy and the `beforeCommand` hook
-    /// decide, then the line runs as `sh -c LINE` in the sandbox. A refused line does not run:
+    /// decide, then the line runs as `bash -c LINE` in the sandbox. A refused line does not run:
     /// warden prints `warden: command refused: …` on stderr and the status is exit 126 (an
     /// ordinary status, not an [`Error`]). What the policy leaves to approval is asked on
     /// warden's terminal, and refused without one or with

@@ -259,11 +259,39 @@ impl Programs {
             .map_err(|e| map_err("enforcing allowUnixSockets", e))
     }
 
+    /// Gives the watched cgroup `id` a share of the ring buffer that other sandboxes use too
+    /// (the node daemon's): `share` events per 100 ms are sent whatever the buffer holds,
+    /// more only while it is less than half full (ebpf/emit.bpf.h). Without a share — a run's
+    /// own programs — a sandbox may fill the whole buffer.
+    pub fn share_ring(&mut self, id: u64, share: u64) -> Result<(), AuditError> {
+        let rate = Rate {
+            share,
+            ..Rate::default()
+        };
+        self.skel
+            .maps
+            .rates
+            .update(&id.to_ne_bytes(), &rate.to_bytes(), MapFlags::ANY)
+            .map_err(|e| AuditError::Map(format!("setting the sandbox's ring buffer share: {e}")))
+    }
+
+    /// The counters of cgroup `id`'s share ([`Programs::share_ring`]); `None` without one.
+    pub fn rate(&self, id: u64) -> Option<Rate> {
+        let bytes = self
+            .skel
+            .maps
+            .rates
+            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+            .ok()??;
+        Rate::from_bytes(&bytes)
+    }
+
     /// Stops recording cgroup `id`, detaches its cgroup programs and removes its
     /// `allowUnixSockets` entries. Once nothing is watched, a cgroup of another level may be.
     pub fn unwatch(&mut self, id: u64) {
         let _ = self.skel.maps.watched.delete(&id.to_ne_bytes());
         let _ = self.skel.maps.unix_enforce.delete(&id.to_ne_bytes());
+        let _ = self.skel.maps.rates.delete(&id.to_ne_bytes());
         for (_, keys) in self.unix_keys.iter().filter(|(w, _)| *w == id) {
             for key in keys {
                 let _ = self.skel.maps.unix_allow.delete(key);
@@ -290,7 +318,13 @@ impl Programs {
     /// counters, watched level, per-thread entries.
     pub fn lsm_shared(&self) -> super::lsm::Shared<'_> {
         let m = &self.skel.maps;
-        super::lsm::shared(&m.events, &m.drops, &m.watch_config, &m.pending_files)
+        super::lsm::shared(
+            &m.events,
+            &m.drops,
+            &m.watch_config,
+            &m.pending_files,
+            &m.rates,
+        )
     }
 
     /// A handle on the ring buffer (a duplicated descriptor) for the reader.
@@ -299,8 +333,8 @@ impl Programs {
             .map_err(|e| AuditError::Map(format!("duplicating the ring buffer's descriptor: {e}")))
     }
 
-    /// The drop counters summed over CPUs: `[ring buffer full, per-thread map full]`.
-    pub fn drops(&self) -> Result<[u64; 2], AuditError> {
+    /// The drop counters summed over CPUs ([`read_drops`]).
+    pub fn drops(&self) -> Result<[u64; DROP_SLOTS], AuditError> {
         read_drops(&self.skel.maps.drops)
     }
 
@@ -312,10 +346,64 @@ impl Programs {
     }
 }
 
+/// A `rates` value (ebpf/warden.bpf.h, `struct rate`): a sandbox's share of a shared ring
+/// buffer and what it lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rate {
+    pub window_ns: u64,
+    pub sent: u64,
+    /// Events per 100 ms window sent whatever the ring buffer holds.
+    pub share: u64,
+    /// Events not sent: over the share while the ring buffer was at least half full.
+    pub limited: u64,
+    /// Events of this sandbox the full ring buffer refused.
+    pub ring_full: u64,
+}
+
+impl Rate {
+    const LEN: usize = 40;
+
+    pub fn to_bytes(self) -> [u8; Self::LEN] {
+        let mut out = [0u8; Self::LEN];
+        let fields = [
+            self.window_ns,
+            self.sent,
+            self.share,
+            self.limited,
+            self.ring_full,
+        ];
+        for (chunk, v) in out.chunks_exact_mut(8).zip(fields) {
+            chunk.copy_from_slice(&v.to_ne_bytes());
+        }
+        out
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Option<Rate> {
+        if bytes.len() != Self::LEN {
+            return None;
+        }
+        let mut v = bytes.chunks_exact(8).map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            u64::from_ne_bytes(b)
+        });
+        Some(Rate {
+            window_ns: v.next()?,
+            sent: v.next()?,
+            share: v.next()?,
+            limited: v.next()?,
+            ring_full: v.next()?,
+        })
+    }
+}
+
+/// The `drops` slots (ebpf/warden.bpf.h, `DROP_*`).
+pub const DROP_SLOTS: usize = 3;
+
 /// The drop counters of `map` (the `drops` map) summed over CPUs: `[ring buffer full,
-/// per-thread map full]`.
-pub fn read_drops(map: &impl MapCore) -> Result<[u64; 2], AuditError> {
-    let mut out = [0u64; 2];
+/// per-thread map full, over a sandbox's share]`.
+pub fn read_drops(map: &impl MapCore) -> Result<[u64; DROP_SLOTS], AuditError> {
+    let mut out = [0u64; DROP_SLOTS];
     for (slot, total) in out.iter_mut().enumerate() {
         let key = u32::try_from(slot).unwrap_or(0).to_ne_bytes();
         let per_cpu = map

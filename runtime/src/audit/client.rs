@@ -319,9 +319,11 @@ impl Running {
         self.uplink.close();
         match outcome {
             Outcome::Done(l) => super::Losses {
-                ring_full: l.ring_full + l.relay_full,
+                ring_full: l.ring_full,
                 pending_full: l.pending_full,
                 undecodable: l.undecodable,
+                rate_limited: l.rate_limited,
+                not_relayed: l.relay_full,
             },
             Outcome::Lost(why) => {
                 eprintln!(

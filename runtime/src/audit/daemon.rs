@@ -49,6 +49,10 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Lines queued per connection towards its run; beyond, records are dropped and counted.
 const QUEUE: usize = 4096;
+/// Each sandbox's share of the ring buffer: events per 100 ms it may send whatever the
+/// buffer holds (about a seventh of the 2 MiB buffer's ~1 900 records); past it, only while
+/// the buffer is less than half full (ebpf/emit.bpf.h).
+const RING_SHARE: u64 = 256;
 /// Connections at once (the in-kernel map holds 1024 cgroup ids).
 const MAX_CONNECTIONS: usize = 1024;
 
@@ -438,7 +442,7 @@ fn reply(stream: &UnixStream, status: &Status) {
     let _ = s.write_all(protocol::line(status).as_bytes());
 }
 
-fn drops_now(state: &State) -> [u64; 2] {
+fn drops_now(state: &State) -> [u64; bpf::DROP_SLOTS] {
     bpf::read_drops(&state.drops).unwrap_or_default()
 }
 
@@ -573,6 +577,10 @@ fn register(
     if id != reg.cgroup_id {
         programs.unwatch(id);
         return Err(format!("cgroup id {id}, not {}", reg.cgroup_id));
+    }
+    if let Err(e) = programs.share_ring(id, RING_SHARE) {
+        programs.unwatch(id);
+        return Err(e.to_string());
     }
     if let Some(unix) = &reg.unix_sockets {
         if let Err(e) = programs.enforce_unix(id, unix) {
@@ -713,7 +721,7 @@ fn serve(
     reader: &mut BufReader<UnixStream>,
     tx: &SyncSender<String>,
     group: &Metrics,
-    baseline: [u64; 2],
+    baseline: [u64; bpf::DROP_SLOTS],
     undecodable_base: u64,
 ) {
     let mut buf = Vec::new();
@@ -755,6 +763,12 @@ fn serve(
                     let _ = ack_rx.recv_timeout(DRAIN_TIMEOUT);
                 }
                 let now = drops_now(state);
+                let rate = state
+                    .programs
+                    .lock()
+                    .ok()
+                    .and_then(|p| p.rate(reg.cgroup_id))
+                    .unwrap_or_default();
                 let (events, relay_full) = state
                     .sandboxes
                     .lock()
@@ -763,7 +777,8 @@ fn serve(
                     .unwrap_or_default();
                 let done = Event::Done {
                     losses: LossCounts {
-                        ring_full: now[0].saturating_sub(baseline[0]),
+                        ring_full: rate.ring_full,
+                        rate_limited: rate.limited,
                         pending_full: now[1].saturating_sub(baseline[1]),
                         undecodable: state
                             .undecodable
@@ -837,14 +852,10 @@ fn start_reader(
                 state.collector.flush();
                 polls = polls.wrapping_add(1);
                 if polls.is_multiple_of(DROPS_EVERY) {
-                    if let Ok([ring_full, pending_full]) = bpf::read_drops(&state.drops) {
+                    if let Ok(counts) = bpf::read_drops(&state.drops) {
                         count_losses(
                             &state.node,
-                            &Losses {
-                                ring_full,
-                                pending_full,
-                                undecodable: state.undecodable.load(Ordering::Relaxed),
-                            },
+                            &Losses::from_drops(counts, state.undecodable.load(Ordering::Relaxed)),
                         );
                     }
                 }

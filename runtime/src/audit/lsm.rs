@@ -235,6 +235,7 @@ pub struct Shared<'a> {
     pub drops: BorrowedFd<'a>,
     pub watch_config: BorrowedFd<'a>,
     pub pending_files: BorrowedFd<'a>,
+    pub rates: BorrowedFd<'a>,
 }
 
 /// The loaded and attached LSM programs.
@@ -326,6 +327,7 @@ impl LsmPrograms {
                 ("drops", &mut maps.drops, s.drops),
                 ("watch_config", &mut maps.watch_config, s.watch_config),
                 ("pending_files", &mut maps.pending_files, s.pending_files),
+                ("rates", &mut maps.rates, s.rates),
             ] {
                 map.reuse_fd(fd)
                     .map_err(|e| load_error(&format!("sharing the map {name}"), &e))?;
@@ -752,12 +754,14 @@ pub fn shared<'a>(
     drops: &'a impl AsFd,
     watch_config: &'a impl AsFd,
     pending_files: &'a impl AsFd,
+    rates: &'a impl AsFd,
 ) -> Shared<'a> {
     Shared {
         events: events.as_fd(),
         drops: drops.as_fd(),
         watch_config: watch_config.as_fd(),
         pending_files: pending_files.as_fd(),
+        rates: rates.as_fd(),
     }
 }
 

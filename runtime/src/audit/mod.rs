@@ -190,14 +190,10 @@ impl Auditor {
                         .as_deref()
                         .filter(|_| polls.is_multiple_of(DROPS_EVERY))
                     {
-                        if let Ok([ring_full, pending_full]) = bpf::read_drops(&drops) {
+                        if let Ok(counts) = bpf::read_drops(&drops) {
                             count_losses(
                                 m,
-                                &Losses {
-                                    ring_full,
-                                    pending_full,
-                                    undecodable: thread_errors.load(Ordering::Relaxed),
-                                },
+                                &Losses::from_drops(counts, thread_errors.load(Ordering::Relaxed)),
                             );
                         }
                     }
@@ -278,11 +274,29 @@ pub struct Losses {
     pub pending_full: u64,
     /// Events warden could not decode.
     pub undecodable: u64,
+    /// Events not sent because the sandbox was over its share of the node daemon's ring
+    /// buffer while it was half full (ebpf/emit.bpf.h).
+    pub rate_limited: u64,
+    /// Records the node daemon had but could not pass on to the run (the run read them too
+    /// slowly): in the daemon's file, not in the run's.
+    pub not_relayed: u64,
 }
 
 impl Losses {
     pub fn total(&self) -> u64 {
-        self.ring_full + self.pending_full + self.undecodable
+        self.ring_full + self.pending_full + self.undecodable + self.rate_limited + self.not_relayed
+    }
+
+    /// From the `drops` counters ([`bpf::read_drops`]) and the decoding errors.
+    pub fn from_drops(drops: [u64; bpf::DROP_SLOTS], undecodable: u64) -> Losses {
+        let [ring_full, pending_full, rate_limited] = drops;
+        Losses {
+            ring_full,
+            pending_full,
+            undecodable,
+            rate_limited,
+            not_relayed: 0,
+        }
     }
 }
 
@@ -293,15 +307,11 @@ impl Running {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let [ring_full, pending_full] = self.auditor.programs.drops().unwrap_or_default();
+        let drops = self.auditor.programs.drops().unwrap_or_default();
         if let Some((id, _)) = self.auditor.watched.take() {
             self.auditor.programs.unwatch(id);
         }
-        Losses {
-            ring_full,
-            pending_full,
-            undecodable: self.decode_errors.load(Ordering::Relaxed),
-        }
+        Losses::from_drops(drops, self.decode_errors.load(Ordering::Relaxed))
     }
 }
 
@@ -627,15 +637,28 @@ pub fn annotation(violations: &[ViolationRecord], more: u64, losses: &Losses) ->
 /// The run's losses so far in `warden_bpf_events_dropped_total`, by reason (totals: counting
 /// the same losses again changes nothing; 0 creates the series).
 pub fn count_losses(m: &Metrics, l: &Losses) {
-    let [ring, pending, undecodable] = crate::metrics::DROP_REASONS;
+    let [ring, pending, undecodable, limited, relay] = crate::metrics::DROP_REASONS;
     m.set_bpf_dropped(ring, l.ring_full);
     m.set_bpf_dropped(pending, l.pending_full);
     m.set_bpf_dropped(undecodable, l.undecodable);
+    m.set_bpf_dropped(limited, l.rate_limited);
+    m.set_bpf_dropped(relay, l.not_relayed);
 }
 
 fn losses_text(l: &Losses) -> String {
+    let mut limited = match l.rate_limited {
+        0 => String::new(),
+        n => format!(", over its share of the node's ring buffer: {n}"),
+    };
+    if l.not_relayed > 0 {
+        limited.push_str(&format!(
+            ", in the audit daemon's records but not passed on to this run: {}",
+            l.not_relayed
+        ));
+    }
     format!(
-        "{} audit events lost (ring buffer full: {}, per-thread map full: {}, undecodable: {})",
+        "{} audit events lost (ring buffer full: {}{limited}, per-thread map full: {}, \
+         undecodable: {})",
         l.total(),
         l.ring_full,
         l.pending_full,

@@ -85,9 +85,22 @@ fn the_annotation_is_empty_without_violations_and_reports_losses() {
         ring_full: 3,
         pending_full: 0,
         undecodable: 1,
+        rate_limited: 0,
+        not_relayed: 0,
     };
     let block = annotation(&[], 0, &lost);
     assert!(block.contains("4 audit events lost"), "{block}");
+    assert!(!block.contains("share"), "{block}");
+    // A sandbox held to its share of the daemon's ring buffer is told how much.
+    let limited = Losses {
+        rate_limited: 5,
+        ..lost
+    };
+    let block = annotation(&[], 0, &limited);
+    assert!(
+        block.contains("9 audit events lost (ring buffer full: 3, over its share of the node's ring buffer: 5,"),
+        "{block}"
+    );
 }
 
 #[test]

@@ -235,8 +235,12 @@ impl Status {
 /// Events the daemon could not deliver or the kernel lost while the sandbox was registered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LossCounts {
-    /// The node's ring buffer was full (node-wide: may include other sandboxes' events).
+    /// This sandbox's events the full ring buffer refused.
     pub ring_full: u64,
+    /// This sandbox's events not sent: over its share of the node's ring buffer while the
+    /// buffer was half full (ebpf/emit.bpf.h).
+    #[serde(default)]
+    pub rate_limited: u64,
     /// The per-thread map of calls in flight was full (node-wide).
     pub pending_full: u64,
     /// Events the daemon could not decode (node-wide).

@@ -166,6 +166,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
                 );
             }
             policy.approvals.merge(&store.load()?);
+            // An approval may still cover it (allow once for a new file approves its
+            // directory, which can hold the store): the store is read-only in every view,
+            // whatever the writable roots (red-team round 15).
+            protect_session_store(&mut policy, dir);
             Some(store)
         }
         None => None,
@@ -176,7 +180,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
         Some(line) => match gate(&policy, args, line, session.as_ref())? {
             Gate::Refused(code) => return Ok(code),
             Gate::Unsandboxed => return run_unsandboxed(line),
-            Gate::Sandboxed => ["sh", "-c", line.as_str()].map(OsString::from).to_vec(),
+            Gate::Sandboxed => [line_shell(), "-c", line.as_str()]
+                .map(OsString::from)
+                .to_vec(),
         },
     };
     // `--label` (#5): on the run's metrics and records, and the audit daemon's.
@@ -498,9 +504,117 @@ fn gate(
     }
     Ok(match g.placement {
         Placement::Sandboxed => Gate::Sandboxed,
-        Placement::Unsandboxed => Gate::Unsandboxed,
+        // An excluded line (not a human-approved request to leave the sandbox, nor a disabled
+        // sandbox) in a git repository whose config names programs — one the agent made can —
+        // stays sandboxed: the host's git would run the filters, diff drivers and pager that
+        // config names (red-team round 17).
+        Placement::Unsandboxed => match (!args.unsandboxed && policy.commands.sandbox_enabled)
+            .then(|| agents_repository(policy))
+            .flatten()
+        {
+            Some(repo) => {
+                eprintln!(
+                    "warden: the line runs sandboxed: the git repository {} names programs in \
+                     its config (filters, diff drivers, a pager…) that git would run on the host",
+                    repo.display()
+                );
+                Gate::Sandboxed
+            }
+            None => Gate::Unsandboxed,
+        },
     })
 }
+
+/// The git repository around the working directory when its config names programs git runs
+/// (filter and diff drivers, pager, fsmonitor, editor, ssh command, includes, shell aliases,
+/// helpers — a `git init` inside the sandbox lets the agent write them: red-team round 17), or
+/// when its `.git` is not a plain directory (a `gitdir:` file points wherever its writer chose).
+fn agents_repository(policy: &Policy) -> Option<std::path::PathBuf> {
+    for dir in policy.context.cwd.ancestors() {
+        let dot_git = dir.join(".git");
+        let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            return Some(dir.to_path_buf());
+        }
+        let runs = ["config", "config.worktree"].iter().any(|f| {
+            crate::policy::fsview::read_regular_file(&dot_git.join(f), 4 << 20)
+                .is_ok_and(|text| config_runs_programs(&String::from_utf8_lossy(&text)))
+        });
+        return runs.then(|| dir.to_path_buf());
+    }
+    None
+}
+
+/// Whether git config text sets a key through which git runs a program.
+fn config_runs_programs(text: &str) -> bool {
+    const KEYS: [&str; 17] = [
+        "clean",
+        "smudge",
+        "process",
+        "textconv",
+        "command",
+        "pager",
+        "fsmonitor",
+        "sshcommand",
+        "editor",
+        "hookspath",
+        "askpass",
+        "path",
+        "helper",
+        "program",
+        "driver",
+        "uploadpack",
+        "receivepack",
+    ];
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.to_ascii_lowercase();
+            continue;
+        }
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        let key = key.trim().to_ascii_lowercase();
+        if KEYS.contains(&key.as_str())
+            || (section.starts_with("[alias") && value.trim().trim_matches('"').starts_with('!'))
+            || section.starts_with("[include")
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// The shell a `--command-text` line runs in: bash, whose grammar the command policy reads
+/// the line with (`policy::shell`), where there is one; `sh` otherwise. (Debian's `sh` is
+/// dash, which reads some lines otherwise: `((sh<x))` is arithmetic to bash and two nested
+/// subshells running `sh` to dash — red-team round 15.)
+fn line_shell() -> &'static str {
+    if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "sh"
+    }
+}
+
+/// Configuration every git an unsandboxed line starts takes over the project's: the project
+/// is the sandbox's to write, and git reads more of it than the line names — the config of a
+/// submodule the command made (`git status` descends into it and ran its `core.fsmonitor` on
+/// the host: red-team round 16), hooks. (`GIT_CONFIG_COUNT` reaches every git process the
+/// line starts, submodules' included, and wins over every config file.)
+const UNSANDBOXED_GIT_CONFIG: [(&str, &str); 9] = [
+    ("GIT_CONFIG_COUNT", "4"),
+    ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
+    ("GIT_CONFIG_VALUE_0", "false"),
+    ("GIT_CONFIG_KEY_1", "diff.ignoreSubmodules"),
+    ("GIT_CONFIG_VALUE_1", "all"),
+    ("GIT_CONFIG_KEY_2", "submodule.recurse"),
+    ("GIT_CONFIG_VALUE_2", "false"),
+    ("GIT_CONFIG_KEY_3", "core.hooksPath"),
+    ("GIT_CONFIG_VALUE_3", "/dev/null"),
+];
 
 /// An approved request to run a line outside the sandbox. Never as root outside a sandbox:
 /// root's unsandboxed command could undo every protection warden gives.
@@ -513,11 +627,13 @@ fn run_unsandboxed(line: &str) -> anyhow::Result<i32> {
         );
     }
     eprintln!("warden: running unsandboxed (approved): {line}");
-    let status = std::process::Command::new("sh")
+    let shell = line_shell();
+    let status = std::process::Command::new(shell)
         .arg("-c")
         .arg(line)
+        .envs(UNSANDBOXED_GIT_CONFIG.iter().copied())
         .status()
-        .map_err(|e| anyhow::anyhow!("running sh: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("running {shell}: {e}"))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status
         .code()
@@ -525,11 +641,28 @@ fn run_unsandboxed(line: &str) -> anyhow::Result<i32> {
         .unwrap_or(crate::cli::EXIT_WARDEN))
 }
 
+/// The session store's directory: read-only on top of every writable root, as a mandatory
+/// protection is (a sandboxed command that could write it would approve things for itself).
+fn protect_session_store(policy: &mut Policy, dir: &std::path::Path) {
+    let real = protect(policy, dir, true, "the session's approvals");
+    // Unreadable too: the command has no business with the session's approvals, and a lock
+    // it held on the store's lock file stalled every approval of the session (red-team round
+    // 16).
+    policy.paths.deny_read.push(crate::policy::decision::Rule {
+        pattern: crate::policy::path::PathPattern::literal(dir.to_path_buf(), real),
+        text: std::sync::Arc::from(dir.display().to_string()),
+        provenance: crate::policy::decision::Provenance::new(
+            crate::policy::decision::Layer::Default,
+            0,
+            "the session store",
+        ),
+    });
+}
+
 /// Adds warden's own record files (violations, metrics) to the protections: read-only in the
 /// view, so the command cannot truncate, rewrite or forge the records of its own run. A
 /// handed-over descriptor (`/dev/fd/N`) is not a path in the view.
 fn protect_record_files(policy: &mut Policy, files: &[std::path::PathBuf]) {
-    use crate::policy::mandatory::ConfigPath;
     let Ok(cwd) = std::env::current_dir() else {
         return;
     };
@@ -539,16 +672,25 @@ fn protect_record_files(policy: &mut Policy, files: &[std::path::PathBuf]) {
             continue;
         }
         let named = crate::policy::fsview::lexical(&cwd, file);
-        let real = crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), &named)
-            .unwrap_or_else(|_| named.clone());
-        for path in [named, real] {
-            if !policy.paths.mandatory.config.iter().any(|c| c.path == path) {
-                policy.paths.mandatory.config.push(ConfigPath {
-                    path,
-                    dir: false,
-                    what: "warden's record file of this run",
-                });
-            }
+        protect(policy, &named, false, "warden's record file of this run");
+    }
+}
+
+/// Makes `path` — as named and with its symlinks resolved — read-only on top of every
+/// writable root, as the mandatory protections are; returns the resolved path.
+fn protect(
+    policy: &mut Policy,
+    path: &std::path::Path,
+    dir: bool,
+    what: &'static str,
+) -> std::path::PathBuf {
+    let real = crate::policy::fsview::resolve(&RealFs, std::path::Path::new("/"), path)
+        .unwrap_or_else(|_| path.to_path_buf());
+    for p in [path.to_path_buf(), real.clone()] {
+        let config = &mut policy.paths.mandatory.config;
+        if !config.iter().any(|c| c.path == p) {
+            config.push(crate::policy::mandatory::ConfigPath { path: p, dir, what });
         }
     }
+    real
 }

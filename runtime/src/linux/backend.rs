@@ -38,6 +38,11 @@ pub struct LinuxSandbox {
     git_dirs: Vec<PathBuf>,
     /// The symbolic links in them before the command started (the user's own).
     git_symlinks: Vec<(PathBuf, PathBuf)>,
+    /// Their replace refs, grafts and alternates before the command started (the user's own).
+    git_overrides: Vec<super::gitrefs::Override>,
+    /// When the sandbox was set up: work-tree files changed since are checked against the
+    /// index at the end.
+    started: std::time::SystemTime,
 }
 
 impl Backend for LinuxBackend {
@@ -136,7 +141,14 @@ impl Backend for LinuxBackend {
         let cgroup = match Cgroup::create(&format!("{}", std::process::id())) {
             Ok(mut cg) => {
                 janitor.cgroup(cg.path());
-                let applied = cg.apply_limits(&limits(policy));
+                let limits = limits(policy);
+                let applied = cg.apply_limits(&limits);
+                // Without a pidsMax of the settings' own, a default one, best effort and in
+                // cgroup v2 only: where v2 has no pids controller the sandbox runs as before
+                // (an explicit one fails closed there, or goes through v1 at a cost).
+                if applied.is_ok() && limits.pids_max.is_none() {
+                    cg.apply_v2_pids_max(DEFAULT_PIDS_MAX);
+                }
                 for leaf in cg.v1_leaves() {
                     janitor.cgroup(leaf);
                 }
@@ -162,6 +174,8 @@ impl Backend for LinuxBackend {
         };
         // The user's own symbolic links in the git dirs, before the command can make any.
         let git_symlinks_before = super::watch::git_symlinks(&plan.git_dirs);
+        let git_overrides_before = super::gitrefs::snapshot(&plan.git_dirs);
+        let started = std::time::SystemTime::now();
         // Blocked before the sandbox exists, so no forwarded signal is lost.
         super::init::signal_set()
             .thread_block()
@@ -256,6 +270,8 @@ impl Backend for LinuxBackend {
                     janitor,
                     git_dirs: plan.git_dirs.clone(),
                     git_symlinks: git_symlinks_before,
+                    git_overrides: git_overrides_before,
+                    started,
                 })
             }
             Err(e) => {
@@ -289,7 +305,8 @@ impl Sandbox for LinuxSandbox {
         // Every process of the sandbox is gone (its pid 1 waited for them): the indexes as
         // the host's git will read them.
         super::watch::final_symlink_check(&self.git_dirs, &self.git_symlinks);
-        super::watch::final_index_check(&self.git_dirs);
+        super::gitrefs::final_check(&self.git_dirs, &self.git_overrides);
+        super::watch::final_index_check(&self.git_dirs, self.started);
         if let Some(net) = &self.network {
             for line in crate::net::service::blocked_summary(&net.events.events()) {
                 eprintln!("{line}");
@@ -327,6 +344,11 @@ fn audit_error(e: crate::audit::AuditError) -> BackendError {
         source: std::io::Error::other(e),
     }
 }
+
+/// `pids.max` of a sandbox whose settings set no `warden.limits.pidsMax` (processes and
+/// threads alive at once; `pidsMax: 0` lifts it): a fork bomb in the sandbox must not take
+/// the host's whole pid space (red-team round 15).
+pub const DEFAULT_PIDS_MAX: u64 = 4096;
 
 fn limits(policy: &Policy) -> Limits {
     let e = &policy.effective;

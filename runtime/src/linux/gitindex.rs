@@ -10,6 +10,7 @@
 //! index included); each path checked component by component with `gix-validate`, as git's
 //! `verify_path` does, with the HFS+ and NTFS spellings of `.git` refused too.
 
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
 /// The largest index read (git's own for a repository of a million files is about 100 MiB);
@@ -51,11 +52,13 @@ pub fn problem(path: &Path) -> Option<String> {
         };
         // An extension gix-index could not decode is left out of its state, where git may
         // still read it: a tree cache git accepts and gix does not would go unchecked.
-        let extensions = extension_names(data)?;
-        if extensions.iter().any(|e| e == b"TREE") && state.tree().is_none() {
+        let layout = layout(data)?;
+        check_threaded_view(data, &layout)?;
+        let has = |sig: &[u8; 4]| layout.extensions.iter().any(|(s, _)| s == sig);
+        if has(b"TREE") && state.tree().is_none() {
             return Err("its tree cache cannot be read (fail closed)".to_string());
         }
-        if extensions.iter().any(|e| e == b"link") && state.link().is_none() {
+        if has(b"link") && state.link().is_none() {
             return Err("its split-index link cannot be read (fail closed)".to_string());
         }
         Ok(state)
@@ -227,11 +230,23 @@ fn tree_id(
     Ok(id)
 }
 
-/// The signatures of the extensions of the index `data`, found by walking its entries as git
-/// lays them out (versions 2 to 4) — independently of gix-index, whose state omits an
-/// extension it cannot decode. An index whose extensions do not end exactly at its checksum
-/// is refused.
-fn extension_names(data: &[u8]) -> Result<Vec<[u8; 4]>, String> {
+/// How the index `data` is laid out, found by walking its entries as git does in one pass
+/// (versions 2 to 4) — independently of gix-index, whose state omits an extension it cannot
+/// decode.
+struct Layout {
+    /// Where each entry starts.
+    starts: Vec<usize>,
+    /// Version 4: whether each entry's name keeps nothing of the previous entry's name.
+    whole_names: Vec<bool>,
+    /// Where the entries end and the extensions begin.
+    entries_end: usize,
+    /// Each extension's signature and the range of its payload.
+    extensions: Vec<([u8; 4], std::ops::Range<usize>)>,
+}
+
+/// The index `data`'s [`Layout`]. An index whose extensions do not end exactly at its
+/// checksum is refused.
+fn layout(data: &[u8]) -> Result<Layout, String> {
     let bad = || "its layout cannot be followed (fail closed)".to_string();
     let u32_at = |at: usize| -> Option<u32> {
         data.get(at..at + 4)
@@ -241,10 +256,19 @@ fn extension_names(data: &[u8]) -> Result<Vec<[u8; 4]>, String> {
         return Err(bad());
     }
     let version = u32_at(4).ok_or_else(bad)?;
-    let count = u32_at(8).ok_or_else(bad)?;
+    let count = u32_at(8).ok_or_else(bad)? as usize;
     let end = data.len() - 20;
+    // Every entry takes at least 62 bytes: a count the file cannot hold is refused before
+    // anything is allocated for it.
+    if count > end / 62 {
+        return Err(bad());
+    }
+    let mut starts = Vec::with_capacity(count);
+    let mut whole_names = Vec::with_capacity(if version == 4 { count } else { 0 });
+    let mut previous_len = 0usize;
     let mut at = 12usize;
     for _ in 0..count {
+        starts.push(at);
         // ctime, mtime, dev, ino, mode, uid, gid, size (40 bytes), the object id (20), flags.
         let flags = data.get(at + 60..at + 62).ok_or_else(bad)?;
         let flags = u16::from_be_bytes([flags[0], flags[1]]);
@@ -253,16 +277,30 @@ fn extension_names(data: &[u8]) -> Result<Vec<[u8; 4]>, String> {
             path_at += 2;
         }
         if version == 4 {
-            // A varint (how much of the previous path to drop), then the rest, NUL-ended.
+            // A varint (how much of the previous path to drop: git's offset encoding), then
+            // the rest, NUL-ended.
             let mut p = path_at;
-            while *data.get(p).ok_or_else(bad)? & 0x80 != 0 {
+            let mut c = *data.get(p).ok_or_else(bad)?;
+            let mut strip = u64::from(c & 0x7f);
+            while c & 0x80 != 0 {
                 p += 1;
+                c = *data.get(p).ok_or_else(bad)?;
+                strip = strip
+                    .checked_add(1)
+                    .and_then(|v| v.checked_mul(128))
+                    .ok_or_else(bad)?
+                    + u64::from(c & 0x7f);
             }
             p += 1;
             let nul = data
                 .get(p..end)
-                .and_then(|r| r.iter().position(|b| *b == 0));
-            at = p + nul.ok_or_else(bad)? + 1;
+                .and_then(|r| r.iter().position(|b| *b == 0))
+                .ok_or_else(bad)?;
+            let strip = usize::try_from(strip).map_err(|_| bad())?;
+            let kept = previous_len.checked_sub(strip).ok_or_else(bad)?;
+            whole_names.push(kept == 0);
+            previous_len = kept + nul;
+            at = p + nul + 1;
         } else {
             let nul = data
                 .get(path_at..end)
@@ -276,17 +314,112 @@ fn extension_names(data: &[u8]) -> Result<Vec<[u8; 4]>, String> {
             return Err(bad());
         }
     }
-    let mut names = Vec::new();
+    let entries_end = at;
+    let mut extensions = Vec::new();
     while at < end {
         let sig = data.get(at..at + 4).ok_or_else(bad)?;
         let size = u32_at(at + 4).ok_or_else(bad)? as usize;
-        names.push([sig[0], sig[1], sig[2], sig[3]]);
-        at = at.checked_add(8 + size).ok_or_else(bad)?;
+        let payload = at + 8..at.checked_add(8 + size).ok_or_else(bad)?;
+        at = payload.end;
+        extensions.push(([sig[0], sig[1], sig[2], sig[3]], payload));
     }
     if at != end {
         return Err(bad());
     }
-    Ok(names)
+    Ok(Layout {
+        starts,
+        whole_names,
+        entries_end,
+        extensions,
+    })
+}
+
+/// The signatures of the extensions of the index `data` ([`layout`]).
+#[cfg(test)]
+fn extension_names(data: &[u8]) -> Result<Vec<[u8; 4]>, String> {
+    Ok(layout(data)?
+        .extensions
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect())
+}
+
+/// The host's git reads an index with `index.threads` (Scalar sets it) another way: the
+/// extensions from where the `EOIE` record at the end says they start, and the entries in
+/// blocks from where the `IEOT` table says each block starts. A normal reader skips an
+/// `IEOT` payload unread, so a second set of entries or a second chain of extensions
+/// (a tree cache) could hide inside one and be seen by threaded git only (red-team round
+/// 15). Both records must therefore describe exactly what the one-pass walk found.
+fn check_threaded_view(data: &[u8], layout: &Layout) -> Result<(), String> {
+    let u32_at = |at: usize| -> Option<usize> {
+        data.get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let end = data.len() - 20;
+    for sig in [b"EOIE", b"IEOT"] {
+        if layout.extensions.iter().filter(|(s, _)| s == sig).count() > 1 {
+            return Err(format!(
+                "it has more than one {} extension (fail closed)",
+                String::from_utf8_lossy(sig)
+            ));
+        }
+    }
+    // EOIE: git finds it by position — the last 32 bytes before the checksum — not by
+    // walking; it must be the walk's last extension there, and name the walk's start of
+    // the extensions.
+    let tail = end.checked_sub(32).and_then(|at| data.get(at..at + 8));
+    let positional = tail.is_some_and(|t| &t[..4] == b"EOIE" && u32_at(end - 28) == Some(24));
+    let walked = layout.extensions.iter().find(|(s, _)| s == b"EOIE");
+    match (positional, walked) {
+        (false, None) => {}
+        (true, Some((_, payload))) if payload.start == end - 24 && payload.end == end => {
+            if u32_at(payload.start) != Some(layout.entries_end) {
+                return Err(
+                    "its end-of-entries record (EOIE) names another start of the extensions \
+                     than its entries end at (fail closed)"
+                        .to_string(),
+                );
+            }
+        }
+        _ => {
+            return Err(
+                "its end-of-entries record (EOIE) is not where git reads it (fail closed)"
+                    .to_string(),
+            )
+        }
+    }
+    // IEOT: version 1, then (offset, count) per block; the blocks must start exactly at the
+    // walk's entries, in order, and cover all of them; with version 4 names, a block's first
+    // name must not lean on the previous entry's (git starts each block afresh).
+    if let Some((_, payload)) = layout.extensions.iter().find(|(s, _)| s == b"IEOT") {
+        let bad = |why: &str| Err(format!("its entry offset table (IEOT) {why} (fail closed)"));
+        let table = &data[payload.clone()];
+        if table.len() < 4
+            || !(table.len() - 4).is_multiple_of(8)
+            || u32_at(payload.start) != Some(1)
+        {
+            return bad("cannot be read");
+        }
+        let mut next = 0usize;
+        for block in table[4..].chunks_exact(8) {
+            let offset = u32::from_be_bytes([block[0], block[1], block[2], block[3]]) as usize;
+            let n = u32::from_be_bytes([block[4], block[5], block[6], block[7]]) as usize;
+            if layout.starts.get(next) != Some(&offset) {
+                return bad("has a block that does not start at the next entry");
+            }
+            if layout.whole_names.get(next) == Some(&false) {
+                return bad("has a block whose first name leans on the entry before");
+            }
+            next = next.saturating_add(n);
+            if n == 0 || next > layout.starts.len() {
+                return bad("has a block of entries the index does not hold");
+            }
+        }
+        if next != layout.starts.len() {
+            return bad("does not cover every entry");
+        }
+    }
+    Ok(())
 }
 
 /// The bytes of the index file at `path`; `Ok(None)` when there is none.
@@ -356,3 +489,111 @@ pub fn unsafe_path(name: &[u8]) -> Option<&'static str> {
 #[cfg(test)]
 #[path = "gitindex_tests.rs"]
 mod tests;
+
+/// Index entries that hide a change the command made to the work tree (red-team round 16):
+/// `git status` and `git commit -a` trust an entry whose stat data (times, size, inode) match
+/// the file — or which is marked assume-valid or skip-worktree — without reading the file,
+/// so an entry the command wrote with the stat data of a file of other content hides that
+/// content. For the files of `worktree` changed since `since` (their ctime, which nothing in
+/// the sandbox can set back), whose entries git would trust, the file's blob id must be the
+/// entry's. At most `budget` bytes are hashed; past that the index is refused (fail closed).
+pub fn hidden_change(
+    index: &Path,
+    worktree: &Path,
+    since: std::time::SystemTime,
+    budget: u64,
+) -> Option<String> {
+    use gix_index::entry::{Flags, Mode};
+    use std::os::unix::fs::MetadataExt;
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs().saturating_sub(1))
+        .unwrap_or(0);
+    // An index nobody wrote during the run is the host's own: nothing to look at (and no
+    // `lstat` of every tracked file at the end of every run).
+    match std::fs::symlink_metadata(index) {
+        Ok(m) if u64::try_from(m.ctime()).unwrap_or(0) >= since => {}
+        _ => return None,
+    }
+    let data = match read_index(index) {
+        Ok(Some(d)) => d,
+        _ => return None,
+    };
+    let parsed = std::panic::catch_unwind(|| {
+        gix_index::State::from_bytes(
+            &data,
+            filetime::FileTime::zero(),
+            gix_index::hash::Kind::Sha1,
+            Default::default(),
+        )
+    });
+    let Ok(Ok((state, _))) = parsed else {
+        return None; // `problem` refuses what cannot be read
+    };
+    let mut hashed = 0u64;
+    for entry in state.entries() {
+        if entry.stage_raw() != 0
+            || !matches!(
+                entry.mode,
+                Mode::FILE | Mode::FILE_EXECUTABLE | Mode::SYMLINK
+            )
+        {
+            continue;
+        }
+        let name = entry.path(&state);
+        if unsafe_path(name).is_some() {
+            continue;
+        }
+        let path = worktree.join(std::ffi::OsStr::from_bytes(name));
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if u64::try_from(meta.ctime()).unwrap_or(0) < since {
+            continue;
+        }
+        let s = &entry.stat;
+        let trusted = entry
+            .flags
+            .intersects(Flags::ASSUME_VALID | Flags::SKIP_WORKTREE)
+            || (i64::from(s.mtime.secs) == meta.mtime()
+                && i64::from(s.mtime.nsecs) == meta.mtime_nsec()
+                && i64::from(s.ctime.secs) == meta.ctime()
+                && i64::from(s.ctime.nsecs) == meta.ctime_nsec()
+                && u64::from(s.size) == (meta.size() & 0xffff_ffff)
+                && u64::from(s.ino) == (meta.ino() & 0xffff_ffff));
+        if !trusted {
+            continue;
+        }
+        hashed = hashed.saturating_add(meta.len());
+        if hashed > budget {
+            return Some(format!(
+                "more work-tree files changed during the run than warden checks against it \
+                 ({} MiB; fail closed)",
+                budget >> 20
+            ));
+        }
+        let content = if meta.file_type().is_symlink() {
+            std::fs::read_link(&path)
+                .map(|t| t.into_os_string().into_vec())
+                .ok()
+        } else {
+            crate::policy::fsview::read_regular_file_nofollow(&path, budget).ok()
+        };
+        let Some(content) = content else { continue };
+        let mut hasher = gix_index::hash::hasher(gix_index::hash::Kind::Sha1);
+        hasher.update(format!("blob {}\0", content.len()).as_bytes());
+        hasher.update(&content);
+        let Ok(id) = hasher.try_finalize() else {
+            continue;
+        };
+        if id != entry.id {
+            return Some(format!(
+                "its entry for {:?} says the file is unchanged (its stat data, or an \
+                 assume-valid or skip-worktree mark), but the file holds other content: `git \
+                 status` and `git commit -a` would not see the change",
+                String::from_utf8_lossy(name)
+            ));
+        }
+    }
+    None
+}

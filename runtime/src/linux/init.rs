@@ -149,6 +149,10 @@ fn supervise_polling(
         std::fs::File::open("/proc/self/mountinfo").ok()
     };
     let mut serving = chan.is_some();
+    // The periodic looks (below) are due by the clock, not only when `poll` times out: a
+    // command that keeps one of the watched descriptors busy (a git dir file rewritten every
+    // 2 ms) would otherwise never let the timeout fire (red-team round 16).
+    let mut last_tick = std::time::Instant::now();
     loop {
         let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
         let mut chan_at = None;
@@ -173,30 +177,38 @@ fn supervise_polling(
         }
         // A protection that could not be put back is tried again every 50 ms (the host may
         // recreate the entry without any change to the mount table).
-        let timeout = if super::mount::any_failed(&guarded) {
-            PollTimeout::from(50u16)
+        let period = if super::mount::any_failed(&guarded) {
+            Some(std::time::Duration::from_millis(50))
         } else if late.as_ref().is_some_and(|l| l.waiting()) {
-            PollTimeout::from(100u16)
+            Some(std::time::Duration::from_millis(100))
         } else if forbidden.as_ref().is_some_and(|f| f.polls_indexes()) {
-            PollTimeout::try_from(super::watch::INDEX_POLL).unwrap_or(PollTimeout::NONE)
+            Some(super::watch::INDEX_POLL)
         } else {
-            PollTimeout::NONE
+            None
         };
-        let Ok(n) = poll(&mut fds, timeout) else {
+        let timeout = period
+            .map(|p| p.saturating_sub(last_tick.elapsed()))
+            .and_then(|left| PollTimeout::try_from(left).ok())
+            .unwrap_or(PollTimeout::NONE);
+        if poll(&mut fds, timeout).is_err() {
             continue;
-        };
+        }
+        let due = period.is_some_and(|p| last_tick.elapsed() >= p);
+        if due {
+            last_tick = std::time::Instant::now();
+        }
         let ready = |i: Option<usize>| {
             i.and_then(|i| fds.get(i))
                 .and_then(|f| f.revents())
                 .is_some_and(|r| !r.is_empty())
         };
         let chan_ready = ready(chan_at);
-        let mounts_ready = ready(mounts_at) || (n == 0 && mounts.is_some());
+        let mounts_ready = ready(mounts_at) || (due && mounts.is_some());
         let forbidden_ready = ready(forbidden_at);
-        if let (0, Some(f)) = (n, &forbidden) {
+        if let (true, Some(f)) = (due, &forbidden) {
             f.poll_indexes();
         }
-        let late_ready = ready(late_at) || (n == 0 && late.is_some());
+        let late_ready = ready(late_at) || (due && late.is_some());
         let sig_ready = ready(Some(0));
         drop(fds);
         if mounts_ready {
@@ -278,6 +290,8 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
     let mut reserved = Vec::new();
     let setup = |reserved: &mut Vec<_>| -> Result<Option<std::os::fd::OwnedFd>, String> {
         super::harden::parent_death_signal(libc::SIGKILL).map_err(|e| e.to_string())?;
+        // This sandbox's share of the caller's inotify instances.
+        super::watch::limit_inotify();
         // What holds each reserved name now, before the view hides the host's paths.
         *reserved = super::mount::reserved_entries(plan);
         super::mount::apply(plan).map_err(|e| e.to_string())?;
@@ -315,8 +329,16 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
     };
     let set = signal_set();
     // Watched before the command exists, so nothing it creates is missed.
-    let forbidden = super::watch::Forbidden::watch(&plan.forbidden, &plan.git_dirs);
-    let late = super::watch::LateMasks::watch(&plan.mask_later);
+    let forbidden = match super::watch::Forbidden::watch(&plan.forbidden, &plan.git_dirs) {
+        Ok(f) => f,
+        Err(e) => fail(format_args!("watching the protected git dirs: {e}")),
+    };
+    let late = match super::watch::LateMasks::watch(&plan.mask_later) {
+        Ok(l) => l,
+        Err(e) => fail(format_args!(
+            "watching the denyRead paths that do not exist yet: {e}"
+        )),
+    };
     // SAFETY: pid 1 is single-threaded, so fork is safe.
     match unsafe { fork() } {
         Err(e) => fail(format_args!("fork: {e}")),

@@ -18,6 +18,7 @@ pub mod cgroup;
 pub(crate) mod child_probe;
 pub mod clone;
 pub mod gitindex;
+pub mod gitrefs;
 pub mod harden;
 pub mod init;
 pub mod janitor;

@@ -124,15 +124,20 @@ impl Forbidden {
 
     /// Watches the directories of the forbidden `paths`, and every git dir in `git_dirs` for
     /// the indexes written there.
+    ///
+    /// Fails when inotify cannot be had (another process of the caller's uid may hold every
+    /// instance or watch the kernel allows it: red-team round 15 — the sandbox would run
+    /// unwatched), or a directory cannot be watched for lack of watches.
     pub fn watch(
         paths: &[std::path::PathBuf],
         git_dirs: &[std::path::PathBuf],
-    ) -> Option<Forbidden> {
+    ) -> Result<Option<Forbidden>, String> {
         use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
         if paths.is_empty() && git_dirs.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+        let inotify =
+            Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).map_err(inotify_error)?;
         let mut watches: Vec<(
             nix::sys::inotify::WatchDescriptor,
             std::path::PathBuf,
@@ -151,18 +156,22 @@ impl Forbidden {
             // `sharedindex.*`), written in place or renamed over from `index.lock`, is checked
             // each time ([`super::gitindex`]). git never writes either in place, so a check
             // that meets a half-written one and refuses it ends only an attack.
-            if let Ok(wd) = inotify.add_watch(
+            match inotify.add_watch(
                 dir,
                 AddWatchFlags::IN_CREATE
                     | AddWatchFlags::IN_MOVED_TO
                     | AddWatchFlags::IN_CLOSE_WRITE
                     | AddWatchFlags::IN_MODIFY,
             ) {
-                watches.push((
+                Ok(wd) => watches.push((
                     wd,
                     dir.to_path_buf(),
                     name.map(|n| n.to_os_string()).into_iter().collect(),
-                ));
+                )),
+                Err(e @ (nix::errno::Errno::ENOSPC | nix::errno::Errno::ENOMEM)) => {
+                    return Err(inotify_error(e))
+                }
+                Err(_) => {}
             }
         }
         let f = Forbidden {
@@ -184,7 +193,7 @@ impl Forbidden {
         }
         // Anything there already (made between planning and now) goes too.
         f.rescan();
-        Some(f)
+        Ok(Some(f))
     }
 
     pub fn handle(&self) {
@@ -344,12 +353,14 @@ struct Pending {
 }
 
 impl LateMasks {
-    pub fn watch(paths: &[std::path::PathBuf]) -> Option<LateMasks> {
+    /// Fails as [`Forbidden::watch`] does when inotify cannot be had.
+    pub fn watch(paths: &[std::path::PathBuf]) -> Result<Option<LateMasks>, String> {
         use nix::sys::inotify::{InitFlags, Inotify};
         if paths.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+        let inotify =
+            Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).map_err(inotify_error)?;
         let mut late = LateMasks {
             inotify,
             pending: paths
@@ -363,7 +374,7 @@ impl LateMasks {
         };
         // Arm every watch; nothing to mask yet, unless something appeared since planning.
         late.check(&mut Vec::new(), |_| true);
-        Some(late)
+        Ok(Some(late))
     }
 
     /// Masks the pending paths `which` selects that exist now as a file or directory; for the
@@ -512,32 +523,79 @@ fn check_index(path: &std::path::Path) {
 pub fn git_symlinks(
     git_dirs: &[std::path::PathBuf],
 ) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    git_symlink_walk(git_dirs).0
+}
+
+/// [`git_symlinks`], and the subtrees the host's git writes through (`logs`, `worktrees`,
+/// `objects/info`) that held more entries than are looked at (red-team round 17: 200 000
+/// files made elsewhere in the git dir used up a shared count, and a link planted in
+/// `logs/` afterwards went unseen). Those subtrees get a budget of their own, walked first;
+/// the rest shares [`GIT_WALK_LIMIT`].
+fn git_symlink_walk(
+    git_dirs: &[std::path::PathBuf],
+) -> (
+    Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    Vec<std::path::PathBuf>,
+) {
     let mut out = Vec::new();
+    let mut overflowed = Vec::new();
     for dir in git_dirs {
-        let mut stack = vec![dir.clone()];
-        let mut seen = 0usize;
-        while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                seen += 1;
-                if seen > GIT_WALK_LIMIT {
-                    break;
-                }
-                let path = e.path();
-                let Ok(ft) = e.file_type() else { continue };
-                if ft.is_symlink() {
-                    let target = std::fs::read_link(&path).unwrap_or_default();
-                    out.push((path, target));
-                } else if ft.is_dir() && !(d == *dir && e.file_name() == "objects") {
-                    stack.push(path);
-                }
+        let critical: Vec<std::path::PathBuf> = ["logs", "worktrees", "objects/info"]
+            .iter()
+            .map(|c| dir.join(c))
+            .collect();
+        for root in &critical {
+            if !walk_links(root, dir, &critical, CRITICAL_WALK_LIMIT, &mut out) {
+                overflowed.push(root.clone());
+            }
+        }
+        // The rest: the git dir's own entries and every other directory but `objects`.
+        let _ = walk_links(dir, dir, &critical, GIT_WALK_LIMIT, &mut out);
+    }
+    (out, overflowed)
+}
+
+/// Collects the symbolic links below `root` (not entering `skip`, nor `objects` of
+/// `git_dir` itself); false when more than `limit` entries were there.
+fn walk_links(
+    root: &std::path::Path,
+    git_dir: &std::path::Path,
+    skip: &[std::path::PathBuf],
+    limit: usize,
+    out: &mut Vec<(std::path::PathBuf, std::path::PathBuf)>,
+) -> bool {
+    let mut stack = vec![root.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > limit {
+                return false;
+            }
+            let path = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_symlink() {
+                let target = std::fs::read_link(&path).unwrap_or_default();
+                out.push((path, target));
+            } else if ft.is_dir()
+                && !(d == git_dir && e.file_name() == "objects")
+                && (d.as_path() != git_dir || !skip.contains(&path))
+            {
+                stack.push(path);
             }
         }
     }
-    out
+    true
 }
+
+/// Entries looked at in each of the subtrees the host's git writes through.
+const CRITICAL_WALK_LIMIT: usize = 1_000_000;
+
+/// Bytes of changed work-tree files [`final_index_check`] hashes at most.
+const HASH_BUDGET: u64 = 1 << 30;
 
 /// Entries looked at per git dir by [`git_symlinks`] (refs and logs of a large repository).
 const GIT_WALK_LIMIT: usize = 200_000;
@@ -549,7 +607,17 @@ pub fn final_symlink_check(
     before: &[(std::path::PathBuf, std::path::PathBuf)],
 ) -> bool {
     let mut blocked = false;
-    for (path, target) in git_symlinks(git_dirs) {
+    let (links, overflowed) = git_symlink_walk(git_dirs);
+    for root in overflowed {
+        blocked = true;
+        let what = move_aside(&root, false);
+        eprintln!(
+            "warden: blocked: {} holds more entries than warden looks through for symbolic \
+             links the host's git would write through (more than {CRITICAL_WALK_LIMIT}); {what}",
+            root.display()
+        );
+    }
+    for (path, target) in links {
         if before.iter().any(|(p, t)| *p == path && *t == target) {
             continue;
         }
@@ -570,8 +638,26 @@ pub fn final_symlink_check(
 /// watch is left, and a shared index can be changed in place; nothing runs in the sandbox
 /// any more, so what is there now is what the host's git will read. A bad index is moved
 /// aside. Returns whether one was.
-pub fn final_index_check(git_dirs: &[std::path::PathBuf]) -> bool {
+pub fn final_index_check(git_dirs: &[std::path::PathBuf], since: std::time::SystemTime) -> bool {
     let mut blocked = false;
+    // A main repository's index against its work tree (the git dir's parent): entries that
+    // hide a change the command made (gitindex::hidden_change).
+    for dir in git_dirs
+        .iter()
+        .filter(|d| d.file_name() == Some(std::ffi::OsStr::new(".git")))
+    {
+        let (index, Some(worktree)) = (dir.join("index"), dir.parent()) else {
+            continue;
+        };
+        if let Some(why) = super::gitindex::hidden_change(&index, worktree, since, HASH_BUDGET) {
+            blocked = true;
+            let what = move_aside(&index, false);
+            eprintln!(
+                "warden: blocked: the command left a git index the host's git must not trust \
+                 ({why}); {what} (`git reset` rebuilds the index)"
+            );
+        }
+    }
     for dir in &with_worktrees(git_dirs) {
         if let Some(why) = worktree_problem(dir) {
             blocked = true;
@@ -589,7 +675,9 @@ pub fn final_index_check(git_dirs: &[std::path::PathBuf]) -> bool {
         blocked = true;
         let what = move_aside(&path, false);
         eprintln!(
-            "warden: blocked: the command left a git index the host's git must not trust              ({why}: a checkout would write that path outside the sandbox); {what}              (`git reset` rebuilds the index)",
+            "warden: blocked: the command left a git index the host's git must not trust \
+             ({why}: a checkout would write that path outside the sandbox); {what} \
+             (`git reset` rebuilds the index)",
         );
     }
     blocked
@@ -605,7 +693,7 @@ pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> Stri
 }
 
 /// Moves `path` aside under a fresh name; see [`end_and_move_aside`].
-fn move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
+pub(crate) fn move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
     // Into a directory made for it under an unguessable name: names the command could
     // prepare in advance (`NAME.warden-blocked-0` … `-99`) must not keep the entry in place.
     let mut moved = None;
@@ -656,7 +744,7 @@ fn move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
 }
 
 /// 64 random bits from the kernel (getrandom), or the clock if that fails.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut buf = [0u8; 8];
     // SAFETY: `buf` is valid for 8 bytes of writes; getrandom writes at most that many.
     let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
@@ -667,4 +755,34 @@ fn random_u64() -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     }
+}
+
+/// Why pid 1 could not watch: inotify's instances and watches are counted per uid, and every
+/// sandbox of the caller runs as the caller's uid.
+fn inotify_error(e: nix::errno::Errno) -> String {
+    format!(
+        "inotify is unavailable ({e}): the caller's uid may hold every instance or watch the \
+         kernel allows (fs.inotify.max_user_instances, fs.inotify.max_user_watches), perhaps \
+         another sandbox; the protected paths cannot be watched, so the sandbox does not start"
+    )
+}
+
+/// The share of the caller's inotify instances one sandbox may take: its user namespace's own
+/// limit (`/proc/sys/user/max_inotify_instances`, which the kernel keeps per user namespace
+/// and counts up the chain; a new namespace starts unlimited) set to a quarter of the
+/// caller's (`fs.inotify.max_user_instances`, at least 16), so one
+/// sandbox cannot take them all and leave the next sandbox's pid 1 unwatched (red-team round
+/// 15). Written by pid 1 while it still holds its capabilities in that namespace; best effort
+/// (a container's read-only /proc/sys leaves it as it is — a pid 1 that then cannot watch
+/// refuses to start). Watches are left alone: file watchers of big trees need many, and a
+/// pid 1 that cannot add one refuses to start too.
+pub fn limit_inotify() {
+    let Some(host) = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+    else {
+        return;
+    };
+    let share = (host / 4).max(16).min(host);
+    let _ = std::fs::write("/proc/sys/user/max_inotify_instances", share.to_string());
 }

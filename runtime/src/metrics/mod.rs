@@ -93,7 +93,7 @@ pub const LAYERS: [&str; 10] = [
 /// `operation` of `warden_violations_total`: the system calls the eBPF programs record, the
 /// calls warden's seccomp filter refuses, the proxy's request types, and `other` for anything
 /// else (an unknown call, Seatbelt's operation names).
-pub const OPERATIONS: [&str; 78] = [
+pub const OPERATIONS: [&str; 96] = [
     // Files (the eBPF programs' file operations).
     "open",
     "creat",
@@ -168,6 +168,25 @@ pub const OPERATIONS: [&str; 78] = [
     "vhangup",
     "i386 syscall",
     "x32 syscall",
+    // Calls toward other processes, or raising limits, that other layers refuse.
+    "kill",
+    "tkill",
+    "tgkill",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "kcmp",
+    "process_madvise",
+    "migrate_pages",
+    "move_pages",
+    "setrlimit",
+    "prlimit64",
+    "setpriority",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "ioprio_set",
     // The proxy's requests.
     "http",
     "connect-tunnel",
@@ -187,7 +206,13 @@ pub const PROTOCOLS: [&str; 4] = ["http", "connect", "socks5", "dns"];
 pub const DIRECTIONS: [&str; 2] = ["up", "down"];
 
 /// `reason` of `warden_bpf_events_dropped_total`.
-pub const DROP_REASONS: [&str; 3] = ["ring-buffer-full", "pending-map-full", "undecodable"];
+pub const DROP_REASONS: [&str; 5] = [
+    "ring-buffer-full",
+    "pending-map-full",
+    "undecodable",
+    "rate-limited",
+    "not-relayed",
+];
 
 /// `program` of `warden_bpf_programs_loaded`: the programs of `ebpf/warden.bpf.c`.
 pub const PROGRAMS: [&str; 10] = [

@@ -652,6 +652,8 @@ fn audit_records_and_proxy_decisions_are_counted_at_the_collector() {
         ring_full: 1,
         pending_full: 0,
         undecodable: 2,
+        rate_limited: 4,
+        not_relayed: 0,
     };
     crate::audit::count_losses(&m, &losses);
     crate::audit::count_losses(&m, &losses);
@@ -660,6 +662,7 @@ fn audit_records_and_proxy_decisions_are_counted_at_the_collector() {
         r#"warden_bpf_events_dropped_total{reason="ring-buffer-full"} 1"#,
         r#"warden_bpf_events_dropped_total{reason="pending-map-full"} 0"#,
         r#"warden_bpf_events_dropped_total{reason="undecodable"} 2"#,
+        r#"warden_bpf_events_dropped_total{reason="rate-limited"} 4"#,
     ] {
         assert!(text.contains(line), "missing {line}\n{text}");
     }

@@ -19,7 +19,9 @@
 //!    unsandboxed and always requires approval (`command-unsandboxed`). Without it the request
 //!    is ignored, the reason says so, and the line goes on sandboxed.
 //! 5. **`sandbox.excludedCommands`.** The line runs unsandboxed only if *every* simple command
-//!    matches an entry (`docker ps && rm -rf ~` with `docker:*` excluded stays sandboxed).
+//!    matches an entry (`docker ps && rm -rf ~` with `docker:*` excluded stays sandboxed) and
+//!    the line is plain ([`shell::is_plain`]: literal words, no redirections, assignments,
+//!    expansions or compound commands — `git status > ~/.bashrc` stays sandboxed).
 //!    Entries are exact (`docker ps`), or word-prefixes written `docker ` (trailing blank) or
 //!    `docker:*`; `npm run:*` matches `npm run build` and `npm run`, not `npm runner`. They
 //!    match the words as written, without looking through wrappers. An excluded line requires
@@ -164,6 +166,19 @@ impl CommandRules {
             }
         }
 
+        // 2b. A program only known at run time (`$X`, `"$(echo rm)"`, `/usr/bin/r[m]`): no
+        // list can say what it is, so a human must.
+        if let Some(cmd) = cmds.iter().find(|c| c.dynamic_program()) {
+            let verdict = Verdict::ask(
+                ReasonKind::CommandUnparsable,
+                format!(
+                    "`{}` runs a program that is only known at run time, so it needs approval",
+                    cmd.text
+                ),
+            );
+            return done(verdict, Placement::Sandboxed);
+        }
+
         // 3.–5. Placement.
         let mut note = String::new();
         let (placement, why, excluded_by) = if !self.sandbox_enabled {
@@ -192,7 +207,20 @@ impl CommandRules {
                 .map(|c| self.excluded.iter().find(|r| excludes(&r.pattern, c)))
                 .collect();
             let all = !matches.is_empty() && matches.iter().all(Option::is_some);
-            if all {
+            // Outside the sandbox only a plain line (literal words; no redirections,
+            // assignments, expansions or compound commands: shell::is_plain) — there what
+            // the line does is what its commands say.
+            let plain =
+                all && shell::is_plain(req.line) && !cmds.iter().any(hands_over_files_or_programs);
+            if all && !plain {
+                note.push_str(
+                    " (every command matches sandbox.excludedCommands, but the line is not a \
+                     plain list of commands — it has redirections, assignments, expansions, \
+                     globs, compound commands or an option that names a file to write or a \
+                     program to run — so it stays sandboxed)",
+                );
+            }
+            if plain {
                 let pairs: Vec<(&SimpleCommand, &Rule<String>)> = cmds
                     .iter()
                     .zip(matches.iter())
@@ -200,7 +228,7 @@ impl CommandRules {
                     .collect();
                 (Placement::Unsandboxed, Why::Excluded, pairs)
             } else {
-                if matches.iter().any(Option::is_some) {
+                if !all && matches.iter().any(Option::is_some) {
                     if let Some(c) = cmds.iter().zip(&matches).find(|(_, r)| r.is_none()) {
                         note.push_str(&format!(
                             " (`{}` is not in sandbox.excludedCommands, so the line stays \
@@ -348,6 +376,51 @@ fn word_prefix(entry: &[&str], argv: &[String], basename_program: bool) -> bool 
     program_matches && rest.iter().zip(&argv[1..]).all(|(e, a)| *e == a)
 }
 
+/// Whether `cmd` carries an option through which a program writes a file of the caller's
+/// choosing or runs another program (`git log --output=~/.bashrc` under an exclusion of `git
+/// log:*` wrote the host's `.bashrc`: red-team round 16). An excluded line with one stays
+/// sandboxed. A list of the usual names, long and short — not every program's every option:
+/// a prefix exclusion hands the agent the rest of the program's options.
+fn hands_over_files_or_programs(cmd: &SimpleCommand) -> bool {
+    const LONG: [&str; 24] = [
+        "--output",
+        "--output-directory",
+        "--out",
+        "--exec",
+        "--exec-path",
+        "--upload-pack",
+        "--receive-pack",
+        "--config",
+        "--config-env",
+        "--git-dir",
+        "--work-tree",
+        "--ext-diff",
+        "--textconv",
+        "--open-files-in-pager",
+        "--template",
+        "--pager",
+        "--editor",
+        "--command",
+        "--shell",
+        "--run",
+        "--eval",
+        "--script",
+        "--file",
+        "--log-file",
+    ];
+    const SHORT: [char; 7] = ['c', 'C', 'o', 'O', 'e', 'x', 'f'];
+    cmd.words.iter().skip(1).any(|w| {
+        if let Some(long) = w.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or(long);
+            LONG.iter().any(|l| l.strip_prefix("--") == Some(name))
+        } else if let Some(short) = w.strip_prefix('-') {
+            short.chars().next().is_some_and(|c| SHORT.contains(&c))
+        } else {
+            false
+        }
+    })
+}
+
 /// `warden.commands.allow`: word-prefix of the argv after wrappers, program compared as
 /// written (`git` does not allow `./git`).
 /// A command with leading assignments (`LD_PRELOAD=x git status`) is never allowlisted.
@@ -357,16 +430,63 @@ pub fn allows(pattern: &str, cmd: &SimpleCommand) -> bool {
 }
 
 /// `warden.commands.block`: word-prefix of the argv as written, after wrappers, or after
-/// `sudo`/`doas`/`pkexec` too; the entry's program also matches by basename.
+/// `sudo`/`doas`/`pkexec` too; the entry's program also matches by basename. A word only
+/// known at run time (`git $X`, `git pus[h]`) matches any word of the entry (a block list
+/// fails closed), and git's own options before its subcommand (`git -C . push`, `git
+/// --no-pager push`) are looked through.
 pub fn blocks(pattern: &str, cmd: &SimpleCommand) -> bool {
     let entry = prefix_words(pattern);
+    let n = cmd.words.len();
     [
         &cmd.words[..],
         shell::effective_argv(cmd),
         shell::privileged_argv(cmd),
     ]
     .iter()
-    .any(|argv| word_prefix(&entry, argv, true))
+    .any(|argv| {
+        let dynamic = &cmd.dynamic[n - argv.len()..];
+        blocked_argv(&entry, argv, dynamic)
+            || git_subcommand(argv, dynamic)
+                .is_some_and(|(argv, dynamic)| blocked_argv(&entry, &argv, &dynamic))
+    })
+}
+
+/// [`word_prefix`] with basename matching, a dynamic word matching any entry word.
+fn blocked_argv(entry: &[&str], argv: &[String], dynamic: &[bool]) -> bool {
+    let Some((first, rest)) = entry.split_first() else {
+        return false;
+    };
+    if argv.len() < entry.len() {
+        return false;
+    }
+    let same = |i: usize, e: &str| {
+        dynamic.get(i).copied().unwrap_or(false)
+            || argv[i] == e
+            || (i == 0 && !e.contains('/') && shell::basename(&argv[0]) == e)
+    };
+    same(0, first) && rest.iter().enumerate().all(|(k, e)| same(k + 1, e))
+}
+
+/// `git [global options] SUBCOMMAND …` as `git SUBCOMMAND …`.
+fn git_subcommand(argv: &[String], dynamic: &[bool]) -> Option<(Vec<String>, Vec<bool>)> {
+    if shell::basename(argv.first()?) != "git" {
+        return None;
+    }
+    let mut i = 1;
+    while let Some(a) = argv.get(i) {
+        match a.as_str() {
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env" => i += 2,
+            s if s.starts_with("--") || (s.starts_with('-') && s.len() > 1) => i += 1,
+            _ => break,
+        }
+    }
+    (i > 1 && i < argv.len()).then(|| {
+        let mut words = vec![argv[0].clone()];
+        words.extend_from_slice(&argv[i..]);
+        let mut flags = vec![dynamic.first().copied().unwrap_or(false)];
+        flags.extend_from_slice(dynamic.get(i..).unwrap_or_default());
+        (words, flags)
+    })
 }
 
 /// `sandbox.excludedCommands`: `prefix:*` and `prefix ` (trailing blank) match word-prefixes,

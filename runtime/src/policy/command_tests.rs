@@ -45,6 +45,7 @@ fn cmd(words: &[&str]) -> SimpleCommand {
         words: words.iter().map(|w| w.to_string()).collect(),
         text: words.join(" "),
         assignments: Vec::new(),
+        dynamic: vec![false; words.len()],
     }
 }
 
@@ -363,6 +364,61 @@ fn every_command_must_be_excluded() {
         decide(&r, "docker run $(cat x)").placement,
         Placement::Sandboxed
     );
+}
+
+/// Red-team round 15: lines whose every command matches an exclusion but which do more than
+/// their commands say stay sandboxed (with `git status` excluded and allowlisted they ran on
+/// the host without approval).
+#[test]
+fn only_plain_lines_leave_the_sandbox() {
+    let r = CommandRules {
+        excluded: rules(&["git status", "git status:*"]),
+        allow: rules(&["git status"]),
+        auto_run: Some(AutoRunMode::UseAllowlist),
+        ..CommandRules::default()
+    };
+    let v = decide(&r, "git status --short");
+    assert_eq!(v.placement, Placement::Unsandboxed, "{}", v.verdict.reason);
+    for line in [
+        "git status; ((sh<x))",
+        "PATH=.; git status",
+        "git status > ~/.bashrc",
+        "git status; >~/.bashrc",
+        "git status >> /etc/cron.d/x",
+        "git status \"${x:-`sh x`}\"",
+        "git status *",
+    ] {
+        let v = decide(&r, line);
+        assert_eq!(
+            v.placement,
+            Placement::Sandboxed,
+            "{line:?}: {}",
+            v.verdict.reason
+        );
+    }
+    let v = decide(&r, "git status > ~/.bashrc");
+    assert!(
+        v.verdict.reason.contains("not a plain list"),
+        "{}",
+        v.verdict.reason
+    );
+    // Round 16: options that name a file to write or a program to run.
+    let r = CommandRules {
+        excluded: rules(&["git log:*"]),
+        ..CommandRules::default()
+    };
+    assert_eq!(
+        decide(&r, "git log -1 --oneline").placement,
+        Placement::Unsandboxed
+    );
+    for line in [
+        "git log -1 --format=format:x --output=/root/.bashrc",
+        "git log -o x",
+        "git log --ext-diff",
+        "git log -c core.pager=sh",
+    ] {
+        assert_eq!(decide(&r, line).placement, Placement::Sandboxed, "{line:?}");
+    }
 }
 
 #[test]
@@ -756,4 +812,86 @@ fn leading_assignments_are_never_allowlisted_or_excluded() {
         decide(&r, "DOCKER_HOST=tcp://x docker ps").placement,
         Placement::Sandboxed
     );
+}
+
+/// Red-team round 15: with `curl`, `git push` and `rm` blocked (and `rm` protected), none of
+/// these lines may run without a human: the parser's blind spots and programs known only at
+/// run time ask, wrappers and git's own options are looked through.
+#[test]
+fn blocked_and_protected_programs_are_not_hidden_from_the_policy() {
+    let r = CommandRules {
+        block: rules(&["curl", "git push", "rm"]),
+        ..CommandRules::default()
+    };
+    for line in [
+        "((rm -rf * x))",
+        "r\\\nm -f a b",
+        "echo `echo \\`rm -f a b\\``",
+        "x=a; echo ${x#$(rm -f a)}",
+        "x=a; echo ${x%%$(rm -f a)}",
+        "echo \"${x:-`rm -f a`}\"",
+        "trap \"rm -f a\" EXIT",
+        "echo rm a | xargs -I{} sh -c {}",
+        "X=rm; $X -f a",
+        "\"$(echo rm)\" -f a",
+        "${X:-rm} -f a",
+        "for curl in a; do $curl; done",
+        "/usr/bin/r[m] -f a",
+        "command r? -f a",
+        "find . -name a -exec rm {} +",
+        "find . -execdir rm -f {} ;",
+        "busybox rm -f a",
+        "git -C . push",
+        "git --no-pager push origin",
+        "git -c core.x=y push",
+        "git pus[h]",
+        "X=push; git $X",
+        // Round 16.
+        "time X=1 rm -f victim",
+        "time -- X=1 rm -f victim",
+        "time X=1 curl x",
+        "coproc foo { rm -f victim; }",
+        "coproc foo while true; do rm -f victim; break; done",
+        "shopt -s expand_aliases\nalias ls=\"rm -f victim\"\nls",
+        "x='$(rm -f victim)'; echo ${x@P}",
+        "PS4='$(rm -f victim)'; set -x; true",
+        "export PS4='$(rm -f victim)'; set -x; true",
+        "mapfile -C \"rm -f victim #\" -c 1 arr <<< x",
+        "hash -p /bin/rm ls; ls",
+        "git -c alias.p=push p",
+        "git -c alias.x='!rm v' x",
+        // Round 17.
+        "setsid -w rm -f f1",
+        "taskset 0x3 rm -f f1",
+        "flock /tmp/l -c 'rm -f f1'",
+        "ionice -c3 rm -f f1",
+        "watch -n 1 'curl x'",
+        "compgen -C 'rm -f f4' x",
+    ] {
+        let v = decide(&r, line);
+        assert_ne!(
+            v.verdict.decision,
+            Decision::Allow,
+            "{line:?} was allowed: {}",
+            v.verdict.reason
+        );
+    }
+    // What stays allowed.
+    for line in [
+        "git status",
+        "git -C sub log --oneline",
+        "ls *.rs",
+        "echo $HOME",
+        "find . -name '*.rs' -exec grep -n x {} +",
+        "cargo test 2>&1 | tail -5",
+        "docker run \\\n  -v x:y img",
+    ] {
+        let v = decide(&r, line);
+        assert_eq!(
+            v.verdict.decision,
+            Decision::Allow,
+            "{line:?}: {}",
+            v.verdict.reason
+        );
+    }
 }

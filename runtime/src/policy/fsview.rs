@@ -34,11 +34,22 @@ pub trait FsView: Send + Sync {
 /// (`/dev/zero`) or a socket planted where a settings file or `.git` is expected is refused
 /// at once instead of hanging or filling memory. A longer file is an error too.
 pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    read_regular(path, limit, 0)
+}
+
+/// [`read_regular_file`] without following a symbolic link at `path` (ELOOP): for files in
+/// a directory the sandboxed command could write, where a link would lead the reader
+/// elsewhere.
+pub fn read_regular_file_nofollow(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    read_regular(path, limit, libc::O_NOFOLLOW)
+}
+
+fn read_regular(path: &Path, limit: u64, flags: libc::c_int) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | flags)
         .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {

@@ -198,7 +198,7 @@ pub struct WardenNetworkSettings {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LimitsSettings {
-    /// cgroup `pids.max`.
+    /// cgroup `pids.max` (default 4096 where cgroup v2 offers the pids controller; 0: no limit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pids_max: Option<u64>,
     /// cgroup `memory.max` in bytes.

@@ -43,6 +43,19 @@ pub struct SimpleCommand {
     /// Leading variable assignments as written (`LD_PRELOAD=x`, `PATH=./bin`). They change what
     /// the command does, so allowlist and exclusion matches refuse commands that have any.
     pub assignments: Vec<String>,
+    /// For each word: whether its value is only known at run time — an expansion or
+    /// substitution in it, or an unquoted glob (`pus[h]`, `r?`).
+    pub dynamic: Vec<bool>,
+}
+
+impl SimpleCommand {
+    /// Whether the program it runs (after wrappers, `sudo` and the like included) is only
+    /// known at run time: `$X`, `"$(echo rm)"`, `${X:-rm}`, `/usr/bin/r[m]`, `xargs … {}`.
+    pub fn dynamic_program(&self) -> bool {
+        let start = self.words.len() - privileged_argv(self).len();
+        self.words.get(start).is_some_and(|w| w == "{}")
+            || self.dynamic.get(start).copied().unwrap_or(false)
+    }
 }
 
 /// Why a line could not be split into simple commands.
@@ -56,6 +69,8 @@ pub enum ShellParseError {
     TooDeep,
     #[error("`{0}` runs a script that is only known at run time")]
     DynamicScript(String),
+    #[error("{0}")]
+    Unanalysable(String),
     #[error("the bash parser is unavailable: {0}")]
     Parser(String),
 }
@@ -66,6 +81,60 @@ pub fn simple_commands(line: &str) -> Result<Vec<SimpleCommand>, ShellParseError
     let mut out = Vec::new();
     collect_line(line, 0, &mut out)?;
     Ok(out)
+}
+
+/// What the shell would see in `line` that the parser may not: a backslash-newline inside a
+/// word (`r\<newline>m` is `rm` to the shell, two words to the parser), a backtick escaped
+/// inside a backtick substitution (the shell runs the inner one, the parser sees text).
+/// Returns the number of command and process substitutions the shell would run — `$(`, `<(`,
+/// `>(` and backtick pairs outside single quotes — for [`collect_line`] to compare with the
+/// ones it found.
+fn scan_line(line: &str) -> Result<usize, ShellParseError> {
+    let unanalysable = |why: &str| Err(ShellParseError::Unanalysable(why.to_string()));
+    let b = line.as_bytes();
+    let (mut single, mut double, mut backtick) = (false, false, false);
+    let mut found = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if single {
+            single = c != b'\'';
+            i += 1;
+            continue;
+        }
+        match c {
+            b'\\' => {
+                if b.get(i + 1) == Some(&b'\n') {
+                    let word = |x: Option<&u8>| {
+                        x.is_some_and(|x| !x.is_ascii_whitespace() && !b";|&()<>".contains(x))
+                    };
+                    if word(i.checked_sub(1).and_then(|p| b.get(p))) && word(b.get(i + 2)) {
+                        return unanalysable(
+                            "a backslash-newline joins a word the parser reads as two",
+                        );
+                    }
+                }
+                if backtick && b.get(i + 1) == Some(&b'`') {
+                    return unanalysable("a backtick substitution nests another one");
+                }
+                i += 2;
+                continue;
+            }
+            b'\'' if !double => single = true,
+            b'"' => double = !double,
+            b'`' => {
+                if backtick {
+                    found += 1;
+                }
+                backtick = !backtick;
+            }
+            b'$' if b.get(i + 1) == Some(&b'(') && b.get(i + 2) != Some(&b'(') => found += 1,
+            b'<' | b'>' if !double && b.get(i + 1) == Some(&b'(') => found += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(found)
 }
 
 /// The basename of the program `cmd` runs, after the wrappers [`effective_argv`] looks
@@ -233,6 +302,98 @@ fn parse(line: &str) -> Result<Tree, ShellParseError> {
     })
 }
 
+/// Whether `line` is a *plain* list of commands: simple commands whose every word is a
+/// literal — unquoted, single-quoted or double-quoted text without expansions, globs, tildes,
+/// braces or backslashes — joined by `;`, `&&`, `||`, `|`, `&` or newlines. No redirections,
+/// no assignments, no substitutions, expansions or arithmetic, no subshells, groups, loops,
+/// functions, heredocs or comments.
+///
+/// A line runs *outside* the sandbox (`sandbox.excludedCommands`) only when it is plain: then
+/// every program and argument is what the policy read, whichever shell runs the line. The
+/// rest is where a line's meaning escapes a reading of its commands (red-team round 15):
+/// `> ~/.bashrc` writes a protected file without being a command, a bare `PATH=.` before the
+/// excluded command changes which program runs, and `((sh<x))` is arithmetic to bash but
+/// two nested subshells running `sh` to dash, which is `/bin/sh` on Debian.
+pub fn is_plain(line: &str) -> bool {
+    // A backslash anywhere: an escaped newline joins words the parser keeps apart
+    // (`r\<newline>m` is `rm` to the shell).
+    if line.contains('\\') {
+        return false;
+    }
+    let Ok(tree) = parse(line) else {
+        return false;
+    };
+    let root = tree.root_node();
+    if root.has_error() || root.named_child_count() == 0 {
+        return false;
+    }
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        let text = node.utf8_text(line.as_bytes()).unwrap_or_default();
+        let ok = match node.kind() {
+            "program" | "list" | "pipeline" | "command" | "command_name" => true,
+            // The line's own text between the words: separators and blanks only.
+            "word" | "number" => !text.bytes().any(|b| {
+                matches!(
+                    b,
+                    b'*' | b'?'
+                        | b'['
+                        | b']'
+                        | b'{'
+                        | b'}'
+                        | b'~'
+                        | b'\\'
+                        | b'$'
+                        | b'`'
+                        | b'('
+                        | b')'
+                        | b'<'
+                        | b'>'
+                        | b'\''
+                        | b'"'
+                )
+            }),
+            "raw_string" => true,
+            "string" => !text.bytes().any(|b| matches!(b, b'$' | b'`' | b'\\')),
+            "string_content" => true,
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            if child.is_named() {
+                stack.push(child);
+            } else if !matches!(
+                child.kind(),
+                ";" | "&&" | "||" | "|" | "&" | "\n" | "'" | "\""
+            ) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Blanks, in `literal` (a copy of `line`), the body of the heredoc at `node` when its
+/// delimiter is quoted: that text is data, not run.
+fn blank_literal_heredoc(node: Node, line: &str, literal: &mut [u8]) {
+    let mut cursor = node.walk();
+    let children: Vec<Node> = node.children(&mut cursor).collect();
+    let quoted = children.iter().any(|c| {
+        c.kind() == "heredoc_start"
+            && line.as_bytes()[c.byte_range()]
+                .iter()
+                .any(|b| matches!(b, b'\'' | b'"' | b'\\'))
+    });
+    if quoted {
+        for body in children.iter().filter(|c| c.kind() == "heredoc_body") {
+            literal[body.byte_range()].fill(b' ');
+        }
+    }
+}
+
 /// The first node boundary that falls inside a multi-byte character of `line`, if any.
 fn split_character(tree: &Tree, line: &str) -> Option<usize> {
     if line.is_ascii() {
@@ -272,6 +433,12 @@ fn collect_line(
         return Err(ShellParseError::Empty);
     }
 
+    // Every substitution the shell would run must be one this walk looks into (one in a
+    // `${x#…}` pattern or a comment is not: ask rather than guess); the bodies of heredocs
+    // with a quoted delimiter are text, not run. `((…))` is arithmetic to bash and two nested
+    // subshells to dash: not analysed either.
+    let mut parsed = 0usize;
+    let mut literal = line.as_bytes().to_vec();
     // Iterative pre-order walk: deeply nested input must not exhaust the stack.
     let mut stack = vec![root];
     while let Some(node) = stack.pop() {
@@ -285,11 +452,30 @@ fn collect_line(
                 let words = declaration_words(node, line);
                 push_command(node, line, words, depth, out)?;
             }
+            "command_substitution" | "process_substitution" => parsed += 1,
+            "variable_assignment" if prompt_assignment(&line[node.byte_range()]) => {
+                return Err(ShellParseError::Unanalysable(
+                    "a prompt string (PS4, PROMPT_COMMAND, …) runs the substitutions in its text"
+                        .to_string(),
+                ))
+            }
+            "compound_statement" if node.child(0).is_some_and(|c| c.kind() == "((") => {
+                return Err(ShellParseError::Unanalysable(
+                    "`((…))` is arithmetic to bash and two subshells to sh".to_string(),
+                ))
+            }
+            "heredoc_redirect" => blank_literal_heredoc(node, line, &mut literal),
             _ => {}
         }
         let mut cursor = node.walk();
         let children: Vec<Node> = node.named_children(&mut cursor).collect();
         stack.extend(children.into_iter().rev());
+    }
+    let expected = scan_line(&String::from_utf8_lossy(&literal))?;
+    if parsed != expected {
+        return Err(ShellParseError::Unanalysable(format!(
+            "the line runs {expected} substitution(s) where the parser finds {parsed}"
+        )));
     }
     Ok(())
 }
@@ -305,6 +491,8 @@ fn push_command(
         return Ok(());
     }
     let text = src[node.byte_range()].to_string();
+    let mut words = words;
+    xargs_replaced(&mut words);
     let script = nested_script(&words, &text)?;
     let mut cursor = node.walk();
     let assignments = node
@@ -312,15 +500,215 @@ fn push_command(
         .filter(|c| c.kind() == "variable_assignment")
         .map(|c| src[c.byte_range()].to_string())
         .collect();
+    let dynamic: Vec<bool> = words.iter().map(|w| !w.is_static || w.glob).collect();
+    let values: Vec<String> = words.into_iter().map(|w| w.value).collect();
+    // The program, after wrappers (`sudo` and the like included).
+    let start = effective_start(&values, true);
+    evaluates_text(&values, start, &text)?;
+    // `find … -exec PROGRAM ARGS… ;` (also `-execdir`, `-ok`, `-okdir`, ended by `+`): each
+    // runs a command of its own.
+    let mut extra = find_execs(&values, &dynamic, start);
+    // A program that runs another one named somewhere among its arguments, behind options
+    // the wrapper table does not model (`setsid -w rm`, `taskset 0x3 rm`, `flock F -c 'rm
+    // x'`: red-team round 17): each later word is taken as a program that may run (a false
+    // match asks or refuses, never allows more), and each later word with a blank in it as a
+    // script that may run.
+    let mut scripts = Vec::new();
+    if values
+        .get(start)
+        .is_some_and(|p| RUNNERS.contains(&basename(p)))
+    {
+        for i in start + 1..values.len() {
+            if values[i].starts_with('-') {
+                continue;
+            }
+            extra.push((values[i..].to_vec(), dynamic[i..].to_vec()));
+            if values[i].contains(char::is_whitespace) && !dynamic[i] {
+                scripts.push(values[i].clone());
+            }
+        }
+    }
     out.push(SimpleCommand {
-        words: words.into_iter().map(|w| w.value).collect(),
-        text,
+        words: values,
+        text: text.clone(),
         assignments,
+        dynamic,
     });
+    for (words, dynamic) in extra {
+        out.push(SimpleCommand {
+            words,
+            text: text.clone(),
+            assignments: Vec::new(),
+            dynamic,
+        });
+    }
+    for s in scripts {
+        collect_line(&s, depth + 1, out)?;
+    }
     if let Some(script) = script {
         collect_line(&script, depth + 1, out)?;
     }
     Ok(())
+}
+
+/// Commands that make bash run text the parser reads as data, or that the parser misreads
+/// (red-team round 16): a shell keyword where a program should be (`coproc NAME { … }`,
+/// `coproc NAME while …` parse as words), `coproc`, aliases (`alias`, `shopt -s
+/// expand_aliases`), prompt strings run for their substitutions (`PS4=…`, `PS1`, `PS0`,
+/// `PROMPT_COMMAND`, `${x@P}`), callbacks (`mapfile -C`/`readarray -C`), lookups changed
+/// behind a name (`hash -p`, `enable -f`), and git aliases given on the line (`git -c
+/// alias.x=…`).
+fn evaluates_text(values: &[String], start: usize, text: &str) -> Result<(), ShellParseError> {
+    let why = |w: &str| Err(ShellParseError::Unanalysable(format!("`{text}`: {w}")));
+    let program = values.get(start).map(|p| basename(p)).unwrap_or_default();
+    const KEYWORDS: [&str; 21] = [
+        "{", "}", "do", "done", "then", "fi", "elif", "else", "while", "until", "if", "for",
+        "case", "esac", "function", "select", "coproc", "in", "!", "[[", "]]",
+    ];
+    if KEYWORDS.contains(&program) || values.first().is_some_and(|v| v == "coproc") {
+        return why("a shell keyword where a program should be is not analysed");
+    }
+    if text.contains("@P}") {
+        return why("a prompt expansion (`@P`) runs the substitutions in a variable's text");
+    }
+    let args = values.get(start + 1..).unwrap_or_default();
+    let flagged = |f: &str| args.iter().any(|a| a.starts_with('-') && a.contains(f));
+    let has = |w: &str| args.iter().any(|a| a == w);
+    match program {
+        "alias" if !args.is_empty() => why("an alias changes what a later word runs"),
+        "shopt" if has("expand_aliases") => why("aliases change what words run"),
+        "mapfile" | "readarray" | "compgen" | "complete" if flagged("C") => {
+            why("a callback runs text")
+        }
+        "hash" if flagged("p") => why("`hash -p` runs another program under a name"),
+        "enable" if flagged("f") => why("`enable -f` loads a builtin"),
+        "git" if args.iter().any(|a| a.starts_with("alias.")) => {
+            why("a git alias on the line runs what it says")
+        }
+        "declare" | "typeset" | "export" | "local" | "readonly"
+            if args.iter().any(|a| prompt_assignment(a)) =>
+        {
+            why("a prompt string runs the substitutions in its text")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Assignments to prompt strings bash runs for their substitutions (`PS4` with `set -x`).
+fn prompt_assignment(assignment: &str) -> bool {
+    ["PS0=", "PS1=", "PS2=", "PS4=", "PROMPT_COMMAND="]
+        .iter()
+        .any(|p| assignment.starts_with(p))
+}
+
+/// `xargs -I STR` (`-i[STR]`, `--replace[=STR]`, STR `{}` by default) puts its input where
+/// STR appears in the command it runs: those words are only known at run time (`xargs -I{}
+/// sh -c {}` runs whatever the input says).
+fn xargs_replaced(words: &mut [Word]) {
+    let Some(at) = words.iter().position(|w| basename(&w.value) == "xargs") else {
+        return;
+    };
+    let mut replace: Option<String> = None;
+    let mut i = at + 1;
+    while let Some(w) = words.get(i) {
+        let a = w.value.as_str();
+        if let Some(v) = a.strip_prefix("--replace") {
+            replace = Some(v.strip_prefix('=').unwrap_or("{}").to_string());
+        } else if let Some(v) = a.strip_prefix("-I") {
+            if v.is_empty() {
+                replace = words.get(i + 1).map(|w| w.value.clone());
+                i += 1;
+            } else {
+                replace = Some(v.to_string());
+            }
+        } else if let Some(v) = a.strip_prefix("-i") {
+            replace = Some(if v.is_empty() {
+                "{}".to_string()
+            } else {
+                v.to_string()
+            });
+        } else if !a.starts_with('-') {
+            break;
+        }
+        i += 1;
+    }
+    let Some(replace) = replace.filter(|r| !r.is_empty()) else {
+        return;
+    };
+    for w in words.iter_mut().skip(i) {
+        if w.value.contains(&replace) {
+            w.is_static = false;
+        }
+    }
+}
+
+/// Programs that run another program named among their arguments.
+const RUNNERS: [&str; 41] = [
+    "setsid",
+    "flock",
+    "taskset",
+    "ionice",
+    "chrt",
+    "unshare",
+    "nsenter",
+    "prlimit",
+    "chroot",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "perf",
+    "watch",
+    "runuser",
+    "sg",
+    "script",
+    "systemd-run",
+    "unbuffer",
+    "faketime",
+    "rlwrap",
+    "catchsegv",
+    "parallel",
+    "gdb",
+    "firejail",
+    "proot",
+    "tini",
+    "dumb-init",
+    "cgexec",
+    "numactl",
+    "torsocks",
+    "proxychains",
+    "proxychains4",
+    "nocache",
+    "eatmydata",
+    "fakeroot",
+    "setpriv",
+    "capsh",
+    "dbus-run-session",
+    "xvfb-run",
+    "ssh-agent",
+];
+
+/// The commands `find` runs for `-exec`, `-execdir`, `-ok` and `-okdir`.
+fn find_execs(words: &[String], dynamic: &[bool], start: usize) -> Vec<(Vec<String>, Vec<bool>)> {
+    if words.get(start).map(|w| basename(w)) != Some("find") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut i = start + 1;
+    while i < words.len() {
+        if matches!(words[i].as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            let from = i + 1;
+            let mut to = from;
+            while to < words.len() && words[to] != ";" && words[to] != "+" {
+                to += 1;
+            }
+            if to > from {
+                out.push((words[from..to].to_vec(), dynamic[from..to].to_vec()));
+            }
+            i = to;
+        }
+        i += 1;
+    }
+    out
 }
 
 fn syntax_error(root: Node, src: &str) -> ShellParseError {
@@ -359,6 +747,8 @@ fn syntax_error(root: Node, src: &str) -> ShellParseError {
 struct Word {
     value: String,
     is_static: bool,
+    /// An unquoted part has a glob character (`*`, `?`, `[`): the shell may expand it.
+    glob: bool,
 }
 
 /// The words of a `command` node: its name and arguments. `None` when it has no name.
@@ -412,9 +802,11 @@ fn word_of(group: &[Node], src: &str) -> Word {
         return Word {
             value: String::new(),
             is_static: true,
+            glob: false,
         };
     };
     let text = &src[first.start_byte()..last.end_byte()];
+    let glob = group.iter().any(|n| unquoted_glob(*n, src));
     let mut value = String::new();
     for (k, node) in group.iter().enumerate() {
         // `$"…"` (a translated string) is the string itself in the C locale.
@@ -428,6 +820,7 @@ fn word_of(group: &[Node], src: &str) -> Word {
                 return Word {
                     value: text.to_string(),
                     is_static: false,
+                    glob,
                 }
             }
         }
@@ -435,6 +828,22 @@ fn word_of(group: &[Node], src: &str) -> Word {
     Word {
         value,
         is_static: true,
+        glob,
+    }
+}
+
+/// Whether `node` (part of a word) holds an unquoted glob character.
+fn unquoted_glob(node: Node, src: &str) -> bool {
+    match node.kind() {
+        "word" => src[node.byte_range()]
+            .bytes()
+            .any(|b| matches!(b, b'*' | b'?' | b'[')),
+        "command_name" | "concatenation" => {
+            let mut cursor = node.walk();
+            let found = node.children(&mut cursor).any(|c| unquoted_glob(c, src));
+            found
+        }
+        _ => false,
     }
 }
 
@@ -634,7 +1043,7 @@ fn wrapper(name: &str) -> Option<Wrapper> {
             stop_long: &["--split-string"],
             ..PLAIN
         },
-        "command" | "builtin" | "nohup" | "coproc" => PLAIN,
+        "command" | "builtin" | "nohup" | "coproc" | "busybox" => PLAIN,
         "exec" => Wrapper {
             short_value: "a",
             ..PLAIN
@@ -644,9 +1053,11 @@ fn wrapper(name: &str) -> Option<Wrapper> {
             long_value: &["--adjustment"],
             ..PLAIN
         },
+        // bash's `time` keyword takes a pipeline: `time X=1 rm` runs `rm` with `X=1`.
         "time" => Wrapper {
             short_value: "fo",
             long_value: &["--format", "--output"],
+            assignments: true,
             ..PLAIN
         },
         "timeout" => Wrapper {
@@ -800,6 +1211,16 @@ fn nested_script(words: &[Word], text: &str) -> Result<Option<String>, ShellPars
     let script = match basename(&first.value) {
         name if SHELLS.contains(&name) => shell_c_script(&argv[1..]),
         "su" => su_c_script(&argv[1..]),
+        // `trap SCRIPT CONDITION…`: the script runs later, on the condition (`EXIT`).
+        "trap" => {
+            let args: Vec<&Word> = argv[1..].iter().skip_while(|w| w.value == "--").collect();
+            match args.first() {
+                Some(w) if args.len() >= 2 && !w.value.bytes().all(|b| b.is_ascii_digit()) => {
+                    Some((*w).clone())
+                }
+                _ => None,
+            }
+        }
         "env" => env_split_string(&argv[1..]),
         "eval" => {
             let args = &argv[1..];
@@ -810,6 +1231,7 @@ fn nested_script(words: &[Word], text: &str) -> Result<Option<String>, ShellPars
             Some(Word {
                 value: joined.join(" "),
                 is_static: true,
+                glob: false,
             })
         }
         _ => None,
@@ -869,6 +1291,7 @@ fn su_c_script(args: &[Word]) -> Option<Word> {
             return Some(Word {
                 value: cmd.to_string(),
                 is_static: arg.is_static,
+                glob: false,
             });
         }
         if a == "--command" {
@@ -884,6 +1307,7 @@ fn su_c_script(args: &[Word]) -> Option<Word> {
                     return Some(Word {
                         value: rest.to_string(),
                         is_static: arg.is_static,
+                        glob: false,
                     });
                 }
                 if matches!(c, 's' | 'g' | 'G' | 'w') {
@@ -934,6 +1358,7 @@ fn env_split_string(args: &[Word]) -> Option<Word> {
         return Some(Word {
             value,
             is_static: all_static,
+            glob: false,
         });
     }
     None

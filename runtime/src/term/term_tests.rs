@@ -204,23 +204,92 @@ fn clipboard_writes_are_dropped_and_everything_else_passes() {
         }
         out
     };
+    // What reaches the terminal of `seq`, written whole and a byte at a time.
+    let shows = |seq: &[u8], shown: &[u8]| {
+        assert_eq!(run(&[seq]), shown, "{:?}", String::from_utf8_lossy(seq));
+        let bytes: Vec<&[u8]> = seq.chunks(1).collect();
+        assert_eq!(run(&bytes), shown, "{:?}", String::from_utf8_lossy(seq));
+    };
     // OSC 52 with BEL and with ST, whole and split at every byte.
     let bel = b"a\x1b]52;c;Y3VybCBldmlsfHNo\x07b";
     let st = b"a\x1b]52;c;Y3VybA==\x1b\\b";
     for seq in [&bel[..], &st[..]] {
-        assert_eq!(run(&[seq]), b"ab");
-        let bytes: Vec<&[u8]> = seq.chunks(1).collect();
-        assert_eq!(run(&bytes), b"ab");
+        shows(seq, b"ab");
     }
-    // Titles, colours, CSI sequences, a lone ESC, OSC 5 and 520: unchanged.
+    // Titles, colours, hyperlinks, CSI sequences, a lone ESC, text with 0x9d and 0x9c inside
+    // its characters: unchanged.
     for seq in [
         &b"\x1b]0;title\x07x"[..],
+        b"\x1b]2;title\x1b\\x",
+        b"\x1b]8;;https://example.com\x1b\\link\x1b]8;;\x1b\\",
+        b"\x1b]11;?\x07",
+        b"\x1b]104\x07",
         b"\x1b[1;31mred\x1b[0m",
         b"\x1b\x1b[Ax",
-        b"\x1b]5;x\x07",
-        b"\x1b]520;x\x07",
         b"plain text\r\n",
+        "\u{75d}\u{71c} \u{e9}t\u{e9} \u{1f600} \u{a0}".as_bytes(),
     ] {
-        assert_eq!(run(&[seq]), seq, "{:?}", String::from_utf8_lossy(seq));
+        shows(seq, seq);
     }
+    // Red-team round 15: a leading zero, the C1 introducer raw and in UTF-8, other clipboard
+    // and file writers (iTerm2 1337, kitty 5522), unknown numbers: dropped whole.
+    for seq in [
+        &b"a\x1b]052;c;Y3VybA==\x07b"[..],
+        b"a\x1b]0052;c;Y3VybA==\x1b\\b",
+        b"a\x9d52;c;Y3VybA==\x9cb",
+        b"a\xc2\x9d52;c;Y3VybA==\xc2\x9cb",
+        b"a\xc2\x9d52;c;Y3VybA==\x07b",
+        b"a\x1b]1337;Copy=:Y3VybA==\x07b",
+        b"a\x1b]1337;File=name=eA==:Y3VybA==\x07b",
+        b"a\x1b]5522;type=write\x1b\\b",
+        b"a\x1b]5;x\x07b",
+        b"a\x1b]520;x\x07b",
+        b"a\x1b]l;title\x07b",
+    ] {
+        shows(seq, b"ab");
+    }
+    // Red-team round 16: more digits than the filter reads, a C2 before an ESC in a title,
+    // CAN or a C1 introducer in a title: the OSC 52 behind them is dropped.
+    for (seq, shown) in [
+        (&b"a\x1b]0000000052;c;Y3VybA==\x07b"[..], &b"ab"[..]),
+        (b"a\x1b]00000000052;c;Y3VybA==\x07b", b"ab"),
+        (b"\x1b]0;t\xc2\x1b]52;c;Y3VybA==\x07b", b"\x1b]0;t\xc2b"),
+        (b"\x1b]0;t\x18\xc2\x9d52;c;Y3VybA==\x07b", b"\x1b]0;t\x18b"),
+        (b"\x1b]0;t\x18\x9d52;c;Y3VybA==\x07b", b"\x1b]0;t\x18b"),
+        (b"\x1b]0;t\x9d52;c;Y3VybA==\x07b", b"\x1b]0;tb"),
+        (b"\x1b]2;t\xc2\x9d52;c;Y3VybA==\x9cb", b"\x1b]2;tb"),
+    ] {
+        shows(seq, shown);
+    }
+    // Red-team round 17: C0 controls or DEL between ESC and `]`, or inside the number, are
+    // what a VT500-style terminal skips over: the OSC behind them is still OSC 52 (1337, 5522).
+    for (seq, shown) in [
+        (&b"a\x1b\x08]52;c;Y3VybA==\x07b"[..], &b"a\x08b"[..]),
+        (b"a\x1b\x7f]52;c;Y3VybA==\x07b", b"ab"),
+        (b"a\x1b]0\x0852;c;Y3VybA==\x07b", b"a\x08b"),
+        (b"a\x1b]1\x01337;File=name=eA==:eA==\x07b", b"a\x01b"),
+        (b"a\x1b]0\x015522;type=write\x07b", b"a\x01b"),
+        (b"a\x1b]\x0552;c;Y3VybA==\x07b", b"a\x05b"),
+    ] {
+        shows(seq, shown);
+    }
+    // A C0 control inside a title is dropped, the title kept.
+    assert_eq!(run(&[b"\x1b]0;ti\x01tle\x07x"]), b"\x1b]0;title\x07x");
+    // A title with UTF-8 text (a 0x9d inside a character) passes whole.
+    let title = "\x1b]0;\u{75d} \u{271d}\x07".as_bytes();
+    assert_eq!(run(&[title]), title);
+    // An unterminated dropped OSC ends at the next ESC, which starts what follows.
+    assert_eq!(run(&[b"\x1b]52;c;Y3Vy\x1b[0mok"]), b"\x1b[0mok");
+}
+
+/// Red-team round 17: a query in C1 form (`C2 9B 6 n`, raw `9B 6 n`) gets a reply as `ESC [ 6
+/// n` does: it arms the late-reply guard; UTF-8 text whose characters hold those bytes does
+/// not.
+#[test]
+fn c1_queries_arm_the_late_reply_guard_and_utf8_text_does_not() {
+    assert!(starts_a_sequence(b"\x1b[6n"));
+    assert!(starts_a_sequence(b"x\xc2\x9b6n"));
+    assert!(starts_a_sequence(b"\x9b6n"));
+    assert!(starts_a_sequence(b"a\x9d11;?\x9c"));
+    assert!(!starts_a_sequence("plain \u{6d9b} \u{75d} text".as_bytes()));
 }
