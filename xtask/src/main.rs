@@ -190,7 +190,33 @@ fn setup() -> Result<()> {
     rustup_targets()?;
     apt_packages()?;
     test_node()?;
+    tracefs()?;
     println!("setup: done in {:.1}s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Where the syscall tracepoints are listed: libbpf resolves the audit programs' tracepoint ids
+/// through tracefs, and some machines boot without it mounted.
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Mounts tracefs when no mounted one lists the syscall events (root only; the kernel's own
+/// pseudo-filesystem, the same mount `warden doctor` advises).
+fn tracefs() -> Result<()> {
+    let listed = |dir: &str| Path::new(dir).join("events/syscalls").is_dir();
+    if listed(TRACEFS) || listed("/sys/kernel/debug/tracing") {
+        return Ok(());
+    }
+    if !is_root() {
+        println!("setup: tracefs is not mounted; as root: mount -t tracefs none {TRACEFS}");
+        return Ok(());
+    }
+    let mut mount = Command::new("mount");
+    mount.args(["-t", "tracefs", "none", TRACEFS]);
+    println!("setup: {}", show(&mount));
+    run_cmd(&mut mount)?;
+    if !listed(TRACEFS) {
+        bail!("tracefs mounted at {TRACEFS} lists no syscall events (CONFIG_FTRACE_SYSCALLS?)");
+    }
     Ok(())
 }
 
