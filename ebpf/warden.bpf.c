@@ -32,6 +32,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define ENOENT 2
 #define EACCES 13
 #define EROFS 30
+#define EXDEV 18
 #define AT_FDCWD -100
 #define AF_UNIX 1
 #define AF_INET 2
@@ -185,6 +186,7 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 #define NR_setxattrat 463
 #define NR_removexattrat 466
 #define NR_bind 49
+#define NR_ioctl 16
 #define NR_execve 59
 #define NR_execveat 322
 #define SYSCALL_NR(regs) ((regs)->orig_ax)
@@ -247,6 +249,7 @@ static __always_inline bool file_syscall(long nr, struct file_args *a)
 	F(setxattrat,    OP_SETXATTRAT,    1, -1, -1, 0)
 	F(removexattrat, OP_REMOVEXATTRAT, 1, -1, -1, 0)
 	F(bind,      OP_BIND,      1, -1, -1, -1)
+	F(ioctl,     OP_IOCTL,    -1, -1,  1,  0)
 	F(execve,    OP_EXECVE,    0, -1, -1, -1)
 	F(execveat,  OP_EXECVEAT,  1, -1, -1,  0)
 	default:
@@ -490,13 +493,17 @@ static long cwd_step(__u32 i, void *arg)
 	/* The names go into the pending record's second path (free for one-path calls). */
 	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0, 0);
 	__u32 off = w->off;
-	if (!p || off > PATH_LEN - NAME_ROOM) {
+	if (!p || off >= PATH_LEN - 1) {
 		w->done = -1;
 		return 1;
 	}
+	/* Any offset of path2: a name that runs past its end lands in name_slack and the walk
+	 * gives up below (it used to give up once 256 bytes were used, leaving deep directories
+	 * to userspace's racy look at /proc; red-team round 18). */
+	off &= PATH_LEN - 1;
 	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
 	long len = bpf_probe_read_kernel_str(p->ev.path2 + off, NAME_ROOM, name);
-	if (len <= 1) {
+	if (len <= 1 || off + (__u32)len > PATH_LEN) {
 		w->done = -1;
 		return 1;
 	}
@@ -556,11 +563,22 @@ static __always_inline bool cwd_names(__u16 *count)
 static __always_inline void file_exit(struct pending *p, long ret)
 {
 	bool report = ret == -EACCES || ret == -EPERM || ret == -EROFS;
+	__u16 op = p->ev.op;
+	/* A move or link between the sandbox's mounts (a host file into the project, say) fails
+	 * with EXDEV even on one filesystem; userspace keeps those with a side outside the
+	 * writable roots (red-team round 18). */
+	/* An ioctl on a file of the read-only host (chattr's FS_IOC_SETFLAGS, FICLONE, ...):
+	 * EROFS and EACCES. Its EPERMs are left out: terminals answer EPERM to job control of
+	 * another session, which is no refusal of the sandbox's (round 18). */
+	if (op == OP_IOCTL && ret == -EPERM)
+		report = false;
+	if (ret == -EXDEV && (op == OP_RENAMEAT2 || op == OP_RENAMEAT || op == OP_RENAME ||
+			      op == OP_LINKAT || op == OP_LINK))
+		report = true;
 	/* A BPF LSM rule matched (observe mode lets the call through): reported whatever the
 	 * result, so the record says what enforce mode would refuse. */
 	if (p->ev.flags & FL_LSM)
 		report = true;
-	__u16 op = p->ev.op;
 	if (!report && ret == -ENOENT && (p->wflags & W_MASK_ENOENT))
 		report = true;
 	if (!report && ret >= 0 && !(p->wflags & W_NO_MASKED_FILES) &&
@@ -578,15 +596,23 @@ static __always_inline void file_exit(struct pending *p, long ret)
 	}
 	/* A path relative to the working directory, on a call with one path (path2 is free):
 	 * the directory is resolved now. */
-	if (p->ev.path[0] && p->ev.path[0] != '/' && !(p->ev.flags & FL_RELATIVE) &&
-	    !p->ev.path2[0] && cwd_names(&p->ev.port))
-		p->ev.flags |= FL_CWD;
+	bool cwd_relative = p->ev.path[0] && p->ev.path[0] != '/' &&
+			    !(p->ev.flags & FL_RELATIVE) && !p->ev.path2[0];
 	/* Relative to a directory descriptor, or no path at all (a call on a descriptor,
 	 * AT_EMPTY_PATH, futimens): the descriptor's own names, the same way. */
-	else if (p->ev.path[0] != '/' && !p->ev.path2[0] && p->dfd != AT_FDCWD &&
-		 (!p->ev.path[0] || (p->ev.flags & FL_RELATIVE)) &&
-		 dir_names((int)p->dfd, &p->ev.port))
-		p->ev.flags = (p->ev.flags & ~FL_RELATIVE) | FL_CWD;
+	bool fd_relative = !cwd_relative && p->ev.path[0] != '/' && !p->ev.path2[0] &&
+			   p->dfd != AT_FDCWD && (!p->ev.path[0] || (p->ev.flags & FL_RELATIVE));
+	if (cwd_relative) {
+		if (cwd_names(&p->ev.port))
+			p->ev.flags |= FL_CWD;
+		else
+			p->ev.path2[0] = 0; /* the names a failed walk left are no detail */
+	} else if (fd_relative) {
+		if (dir_names((int)p->dfd, &p->ev.port))
+			p->ev.flags = (p->ev.flags & ~FL_RELATIVE) | FL_CWD;
+		else
+			p->ev.path2[0] = 0;
+	}
 	p->ev.ret = (__s32)ret;
 	fill_task(&p->ev, p->ev.cgroup_id);
 	emit(&p->ev);

@@ -65,6 +65,7 @@
 #define OP_SETXATTRAT 38
 #define OP_REMOVEXATTRAT 39
 #define OP_BIND 49 /* bind of a unix socket to a path: creates a file */
+#define OP_IOCTL 50 /* an ioctl on a descriptor refused EROFS/EACCES (flags: the request) */
 #define OP_EXECVE 47
 #define OP_EXECVEAT 48
 #define OP_CONNECT 40
@@ -151,6 +152,9 @@ struct event {
  * they judge (FL_LSM, FL_LSM_DENIED), so one record comes out per operation. */
 struct pending {
 	struct event ev;
+	/* Room for a name read at the end of ev.path2 (the working-directory walk reads up to
+	 * NAME_MAX + 1 bytes at any offset of path2, then checks that the name fit). */
+	char name_slack[256];
 	__u64 upath;  /* user pointers, read again at exit when entry could not read them */
 	__u64 upath2;
 	__s64 nr;     /* the system call it belongs to */

@@ -1066,3 +1066,155 @@ fn refusals_of_other_processes_and_of_higher_limits_are_recorded() {
     assert_eq!(raw["target"], "AF_INET", "{raw:#}");
     assert_eq!(raw["layer"], "dac", "{raw:#}");
 }
+
+/// Red-team round 18: a thread with a working directory of its own (no CLONE_FS) below a deep
+/// directory, where the kernel's walk used to give up, failed a relative write through a
+/// link to /etc while the main thread sat in a directory `ignoreViolations` lists: the record
+/// named that directory and was dropped. A move or hard link of a host file into the project
+/// (EXDEV between the sandbox's mounts), an ioctl on a read-only host file (chattr) and
+/// calls only a dropped capability would allow went unrecorded.
+const ROUND18_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char deep[4096];
+static char stack[1 << 16];
+
+static int thread_main(void *arg) {
+    (void)arg;
+    /* CLONE_VM | CLONE_THREAD without CLONE_FS: a working directory of its own. */
+    if (chdir(deep) != 0) { perror("chdir"); return 1; }
+    int fd = open("doc/evil", O_CREAT | O_WRONLY, 0644);
+    printf("thread open %d %d\n", fd, fd < 0 ? errno : 0);
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    /* A directory whose names take more than 256 bytes, with `doc` -> /etc in it. */
+    strcpy(deep, argv[1]);
+    strcat(deep, "/");
+    for (int i = 0; i < 249; i++) strcat(deep, "A");
+    strcat(deep, "/B");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && ln -sfn /etc %s/doc", deep, deep);
+    if (system(cmd) != 0) return 2;
+    if (chdir(argv[2]) != 0) return 3; /* the main thread: the ignored directory */
+    int flags = CLONE_VM | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+    if (clone(thread_main, stack + sizeof stack, flags, NULL) < 0) { perror("clone"); return 4; }
+    sleep(1);
+    if (chdir(argv[1]) != 0) return 5;
+    int r;
+#define TRY(name, call) r = (call); printf(name " %d %d\n", r, r < 0 ? errno : 0)
+    TRY("rename", rename("/etc/hostname", "stolen"));
+    TRY("link", link("/etc/hostname", "linked"));
+    int fd = open("/etc/hostname", O_RDONLY);
+    int attr = 0;
+    TRY("ioctl", ioctl(fd, FS_IOC_SETFLAGS, &attr));
+    TRY("chroot", chroot("."));
+    TRY("sethostname", sethostname("x", 1));
+    /* Between two writable mounts (the project and TMPDIR): mv copies, nothing refused. */
+    close(open("mine", O_CREAT | O_WRONLY, 0644));
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s/moved", getenv("TMPDIR"));
+    TRY("tmp-rename", rename("mine", tmp));
+    return 0;
+}
+"#;
+
+#[test]
+fn round_18_refusals_are_recorded_where_the_kernel_refused_them() {
+    if !ready("round_18_refusals_are_recorded_where_the_kernel_refused_them") {
+        return;
+    }
+    let env = TestEnv::new();
+    compile_c(&env, "round18", ROUND18_C);
+    let violations = env.root().join("violations.jsonl");
+    let st = settings(&env, r#""ignoreViolations": { "*": ["/usr/share"] },"#);
+    let project = env.project();
+    let script = format!("./round18 {} /usr/share", project.display());
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &st,
+            "--violations",
+            violations.to_str().unwrap(),
+            "--annotate-stderr",
+        ],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("thread open -1 30\n"), "{out:?}");
+    for (call, errno) in [
+        ("rename", 18),
+        ("link", 18),
+        ("ioctl", 30),
+        ("chroot", 1),
+        ("sethostname", 1),
+    ] {
+        assert!(
+            out.stdout.contains(&format!("{call} -1 {errno}\n")),
+            "{call} was not refused with {errno}: {out:?}"
+        );
+    }
+    assert!(out.stdout.contains("tmp-rename -1 18\n"), "{out:?}");
+    assert!(!env.root().join("stolen").exists() && !project.join("stolen").exists());
+    let recs = records(&violations);
+    // The thread's refused write: where the kernel refused it, never under /usr/share.
+    // The path as the thread named it, from the directory the kernel walked (the link in
+    // it, `doc` -> /etc, is where the write went: EROFS).
+    let deep = format!("{}/{}/B/doc/evil", project.display(), "A".repeat(249));
+    let evil = one(&recs, "file-write", &deep);
+    assert_eq!(evil["errno"]["name"], "EROFS", "{evil:#}");
+    assert!(evil.get("detail").is_none(), "{evil:#}");
+    assert!(
+        recs.iter()
+            .all(|r| !r["target"].as_str().unwrap_or("").starts_with("/usr/share")),
+        "{recs:#?}"
+    );
+    let by_op =
+        |op: &str| -> Vec<&Value> { recs.iter().filter(|r| r["operation"] == op).collect() };
+    let renames = by_op("rename");
+    assert_eq!(
+        renames.len(),
+        1,
+        "the move into TMPDIR is no violation: {recs:#?}"
+    );
+    assert_eq!(renames[0]["target"], "/etc/hostname", "{recs:#?}");
+    assert_eq!(renames[0]["errno"]["name"], "EXDEV", "{recs:#?}");
+    assert_eq!(renames[0]["layer"], "mount", "{recs:#?}");
+    // A link's record names the new name and the file it would link.
+    let links = by_op("link");
+    assert_eq!(links.len(), 1, "{recs:#?}");
+    assert_eq!(links[0]["detail"], "/etc/hostname", "{recs:#?}");
+    assert_eq!(links[0]["errno"]["name"], "EXDEV", "{recs:#?}");
+    let ioctls = by_op("ioctl");
+    assert_eq!(ioctls.len(), 1, "{recs:#?}");
+    assert_eq!(ioctls[0]["target"], "/etc/hostname", "{recs:#?}");
+    assert_eq!(ioctls[0]["errno"]["name"], "EROFS", "{recs:#?}");
+    assert_eq!(ioctls[0]["detail"], "request 0x40086602", "{recs:#?}");
+    for op in ["chroot", "sethostname"] {
+        let found = by_op(op);
+        assert_eq!(found.len(), 1, "{op}: {recs:#?}");
+        assert_eq!(found[0]["layer"], "dac", "{op}: {recs:#?}");
+    }
+    assert!(
+        out.stderr
+            .contains(&format!("file-write open {deep} (EROFS)")),
+        "{}",
+        out.stderr
+    );
+}

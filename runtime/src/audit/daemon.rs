@@ -877,7 +877,7 @@ fn on_event(state: &State, data: &[u8]) {
         }
     };
     let cwd = super::relative(&ev)
-        .then(|| super::proc_cwd(ev.pid))
+        .then(|| super::proc_cwd(ev.pid, ev.tid))
         .flatten();
     let time = super::record::rfc3339_ms(super::WallClock::now().wall_ms(ev.ts_ns));
     let Ok(mut sandboxes) = state.sandboxes.lock() else {
@@ -891,7 +891,7 @@ fn on_event(state: &State, data: &[u8]) {
     let Some(mut rec) = entry.classifier.classify(&ev, time, cwd.as_deref()) else {
         return;
     };
-    if rec.violation && super::is_dropped(&rec.target, &entry.ignored) {
+    if super::is_dropped(&rec, &entry.ignored) {
         return;
     }
     rec.sandbox.clone_from(&entry.sandbox);

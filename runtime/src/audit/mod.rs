@@ -156,7 +156,7 @@ impl Auditor {
                 }
                 match RawEvent::decode(data) {
                     Ok(ev) => {
-                        let cwd = relative(&ev).then(|| proc_cwd(ev.pid)).flatten();
+                        let cwd = relative(&ev).then(|| proc_cwd(ev.pid, ev.tid)).flatten();
                         let time = record::rfc3339_ms(clock.wall_ms(ev.ts_ns));
                         if let Some(rec) = classifier.classify(&ev, time, cwd.as_deref()) {
                             sink.push(rec);
@@ -220,9 +220,12 @@ fn relative(ev: &RawEvent) -> bool {
         && ev.flags & record::FL_CWD == 0
 }
 
-/// The working directory of `pid` (for relative paths), if it is still alive.
-fn proc_cwd(pid: u32) -> Option<PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+/// The working directory of thread `tid` of process `pid` (for relative paths), if it is
+/// still alive: the thread's own, since a thread created without `CLONE_FS` has one of its
+/// own (red-team round 18: the process's main thread sat elsewhere). Read after the call, so
+/// the record is marked approximate.
+fn proc_cwd(pid: u32, tid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/task/{tid}/cwd")).ok()
 }
 
 /// Converts the programs' `bpf_ktime_get_boot_ns` to wall-clock time.
@@ -355,9 +358,14 @@ struct Inner {
 /// an ignored path as named ([`crate::policy::ignore::is_ignored`]) and still does with its
 /// symlinks followed now — a link the command planted inside an ignored directory
 /// (`ign/lnk` → `/etc/shadow`) names the ignored directory but the kernel wrote elsewhere
-/// (red-team round 13). The one test for every sink (a run's collector, the daemon).
-pub(crate) fn is_dropped(target: &str, ignored: &[PathBuf]) -> bool {
-    crate::policy::ignore::is_ignored(target, ignored) && resolves_within(target, ignored)
+/// (red-team round 13). Only violations are dropped, and never an approximate one (a relative
+/// path whose directory userspace read after the call: the command chose where it pointed;
+/// round 18). The one test for every sink (a run's collector, the daemon).
+pub(crate) fn is_dropped(rec: &record::ViolationRecord, ignored: &[PathBuf]) -> bool {
+    rec.violation
+        && !rec.approximate
+        && crate::policy::ignore::is_ignored(&rec.target, ignored)
+        && resolves_within(&rec.target, ignored)
 }
 
 fn resolves_within(target: &str, ignored: &[PathBuf]) -> bool {
@@ -435,7 +443,7 @@ impl Collector {
         if rec.labels.is_empty() {
             rec.labels = inner.labels.clone();
         }
-        if rec.violation && is_dropped(&rec.target, &inner.ignored) {
+        if is_dropped(&rec, &inner.ignored) {
             return;
         }
         if let Some(m) = &self.metrics {

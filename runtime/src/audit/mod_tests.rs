@@ -26,6 +26,7 @@ fn rec(target: &str, violation: bool) -> ViolationRecord {
         rule: None,
         provenance: None,
         count: 1,
+        approximate: false,
     }
 }
 
@@ -264,4 +265,21 @@ fn the_daemon_file_gives_each_sandbox_a_share_and_rotates() {
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("/etc/s39-9"), "the newest record is written");
     assert!(std::fs::metadata(&path).unwrap().len() <= 16 << 10);
+}
+
+/// Red-team round 18: a record whose directory userspace read after the call (the command
+/// chose where it pointed) is never dropped by `ignoreViolations`; the same record with the
+/// kernel's own directory is.
+#[test]
+fn an_approximate_record_is_never_dropped_by_ignore_violations() {
+    let ignored = vec![PathBuf::from("/usr/share")];
+    let mut r = rec("/usr/share/doc/evil", true);
+    assert!(is_dropped(&r, &ignored));
+    r.approximate = true;
+    assert!(!is_dropped(&r, &ignored));
+    assert!(r
+        .summary_line()
+        .ends_with("(directory read after the call)"));
+    // A non-violation is never "dropped" (it is no violation to begin with).
+    assert!(!is_dropped(&rec("/usr/share/doc/x", false), &ignored));
 }

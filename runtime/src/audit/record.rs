@@ -362,6 +362,13 @@ pub struct ViolationRecord {
     pub provenance: Option<String>,
     /// Identical records coalesced into this one.
     pub count: u64,
+    /// The target is a relative path whose directory the kernel did not name (the walk did
+    /// not fit, or the call had two paths): userspace read the thread's working directory
+    /// after the call, and a command that changed it meanwhile (or a thread with its own)
+    /// makes the target name another place than the one the kernel refused. Such a record is
+    /// never dropped by `ignoreViolations` (red-team round 18).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
 }
 
 /// A record's `source`. (An alias: written as `&'static str` in the struct, serde's derive
@@ -418,6 +425,9 @@ impl ViolationRecord {
         }
         if self.count > 1 {
             s.push_str(&format!(" ×{}", self.count));
+        }
+        if self.approximate {
+            s.push_str(" (directory read after the call)");
         }
         s
     }
@@ -478,6 +488,7 @@ pub fn op_name(op: u16) -> &'static str {
         35..=37 => "utimes",
         47 | 48 => "exec",
         49 => "bind",
+        50 => "ioctl",
         40 => "connect",
         41 => "socket",
         46 => "sendmsg",
@@ -488,6 +499,9 @@ pub fn op_name(op: u16) -> &'static str {
 const O_ACCMODE: u64 = 0o3;
 const O_CREAT: u64 = 0o100;
 const O_TRUNC: u64 = 0o1000;
+
+/// The programs' operation number of a refused `ioctl` on a file (OP_IOCTL, warden.bpf.h).
+pub const OP_IOCTL: u16 = 50;
 
 /// Whether a file operation writes: opens by their flags, exec never, everything else writes.
 pub fn is_write(op: u16, flags: u64) -> bool {
@@ -567,6 +581,19 @@ fn refused_elsewhere(nr: i64) -> Option<(&'static str, Layer, &'static str)> {
         libc::SYS_sched_setparam => ("sched_setparam", Layer::Dac, CAPS),
         libc::SYS_sched_setattr => ("sched_setattr", Layer::Dac, CAPS),
         libc::SYS_ioprio_set => ("ioprio_set", Layer::Dac, CAPS),
+        _ => return None,
+    })
+}
+
+/// Calls neither warden's filter nor Landlock refuses that fail with EPERM in the sandbox
+/// because it holds no capability (red-team round 18: they went unrecorded).
+fn needs_capability(nr: i64) -> Option<&'static str> {
+    Some(match nr {
+        libc::SYS_chroot => "chroot",
+        libc::SYS_sethostname => "sethostname",
+        libc::SYS_setdomainname => "setdomainname",
+        libc::SYS_fanotify_init => "fanotify_init",
+        libc::SYS_setgroups => "setgroups",
         _ => return None,
     })
 }
@@ -690,6 +717,9 @@ fn under(path: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|r| path.starts_with(r))
 }
 
+/// Programs a [`Classifier`] remembers by pid (one name of at most 512 bytes each).
+pub const EXES_MAX: usize = 4096;
+
 /// Turns raw events into records. Holds the per-sandbox facts the layer inference needs and
 /// the pid → executable table the exec records fill.
 pub struct Classifier {
@@ -713,6 +743,21 @@ impl Classifier {
             exes: std::collections::HashMap::new(),
             rules: std::cell::RefCell::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Notes the program `pid` now runs. The map is kept to live processes: past
+    /// [`EXES_MAX`] entries the gone ones are forgotten, and if the live ones alone fill it,
+    /// all (their records then carry no `exe`) — a command that execs in a loop used to grow
+    /// it by a name per pid for the life of the sandbox (red-team round 18).
+    fn remember_exe(&mut self, pid: u32, filename: String) {
+        if self.exes.len() >= EXES_MAX && !self.exes.contains_key(&pid) {
+            self.exes
+                .retain(|p, _| Path::new(&format!("/proc/{p}")).exists());
+            if self.exes.len() >= EXES_MAX {
+                self.exes.clear();
+            }
+        }
+        self.exes.insert(pid, filename);
     }
 
     /// The record for `ev`, or `None` for events that are not reported (connects to the
@@ -746,11 +791,12 @@ impl Classifier {
             rule: None,
             provenance: None,
             count: 1,
+            approximate: false,
         };
         match ev.kind {
             EV_EXEC => {
                 let filename = lossy(&ev.path);
-                self.exes.insert(ev.pid, filename.clone());
+                self.remember_exe(ev.pid, filename.clone());
                 rec.exe = Some(filename.clone());
                 rec.kind = Kind::Exec;
                 rec.violation = false;
@@ -841,7 +887,19 @@ impl Classifier {
                     rec.reason = Some(reason.to_string());
                     return Some(rec);
                 }
-                let (name, kind) = seccomp_denied(nr)?;
+                let Some((name, kind)) = seccomp_denied(nr) else {
+                    let name = needs_capability(nr)?;
+                    rec.operation = name.to_string();
+                    rec.kind = Kind::Syscall;
+                    rec.target = name.to_string();
+                    rec.layer = Some(Layer::Dac);
+                    rec.reason = Some(
+                        "needs a capability (CAP_SYS_CHROOT, CAP_SYS_ADMIN, CAP_SETGID) the \
+                         sandbox dropped"
+                            .to_string(),
+                    );
+                    return Some(rec);
+                };
                 // socket(): warden's filter refuses only some families; an EPERM for
                 // another (AF_INET raw, AF_XDP) is the capability the sandbox dropped.
                 if nr == libc::SYS_socket && !FILTERED_FAMILIES.contains(&ev.family) {
@@ -901,11 +959,15 @@ impl Classifier {
             _ => PathBuf::from(&raw),
         };
         rec.target = path.display().to_string();
+        rec.approximate = !raw.starts_with('/') && kernel_cwd.is_none();
         if ev.flags & FL_TRUNCATED != 0 {
             rec.target.push('…');
         }
         if !ev.path2.is_empty() && ev.flags & FL_CWD == 0 {
             rec.detail = Some(String::from_utf8_lossy(&ev.path2).into_owned());
+        }
+        if ev.op == OP_IOCTL {
+            rec.detail = Some(format!("request {:#x}", ev.flags & 0xffff_ffff));
         }
         let write = is_write(ev.op, ev.flags & 0xffff_ffff);
         rec.kind = if is_exec(ev.op) {
@@ -932,6 +994,35 @@ impl Classifier {
         }
         let errno = -ev.ret;
         let absolute = path.is_absolute();
+        // A move or link between mounts: refused by the sandbox only when a side lies outside
+        // the writable roots or is protected (between two writable mounts, say the project and
+        // TMPDIR, `mv` copies instead and nothing was refused).
+        if errno == libc::EXDEV {
+            let second = String::from_utf8_lossy(&ev.path2).into_owned();
+            let second = match cwd {
+                Some(c) if !second.is_empty() && !second.starts_with('/') => {
+                    lexical(&c.join(&second))
+                }
+                _ => PathBuf::from(&second),
+            };
+            // A relative name whose directory is unknown (the process is gone) says nothing:
+            // `mv x "$TMPDIR"` by a short-lived `mv` must not read as a refusal.
+            let refused = |p: &Path| {
+                p.is_absolute()
+                    && (!under(p, &self.view.writable) || under(p, &self.view.protected))
+            };
+            if !refused(&path) && !refused(&second) {
+                return None;
+            }
+            rec.layer = Some(Layer::Mount);
+            rec.reason = Some(
+                "a move or link across the sandbox's mounts with a side outside the writable \
+                 roots (the host is mounted read-only)"
+                    .into(),
+            );
+            self.attach_rule(rec, &path, write);
+            return Some(());
+        }
         // Reported by the programs only where a denyRead directory has allowRead paths inside
         // (its root is searchable, so the other names answer ENOENT): kept when the name
         // exists on the host, i.e. the mask hid it.
@@ -1104,6 +1195,7 @@ pub fn from_net_event(sandbox: &str, ev: &NetEvent) -> ViolationRecord {
             .map(|r| format!("{}: {:?}", r.list, &*r.entry)),
         provenance: ev.rule.as_ref().map(|r| r.provenance.to_string()),
         count: 1,
+        approximate: false,
     }
 }
 

@@ -93,7 +93,7 @@ pub const LAYERS: [&str; 10] = [
 /// `operation` of `warden_violations_total`: the system calls the eBPF programs record, the
 /// calls warden's seccomp filter refuses, the proxy's request types, and `other` for anything
 /// else (an unknown call, Seatbelt's operation names).
-pub const OPERATIONS: [&str; 96] = [
+pub const OPERATIONS: [&str; 101] = [
     // Files (the eBPF programs' file operations).
     "open",
     "creat",
@@ -187,6 +187,12 @@ pub const OPERATIONS: [&str; 96] = [
     "sched_setparam",
     "sched_setattr",
     "ioprio_set",
+    // Calls only a capability the sandbox dropped would allow.
+    "chroot",
+    "sethostname",
+    "setdomainname",
+    "fanotify_init",
+    "setgroups",
     // The proxy's requests.
     "http",
     "connect-tunnel",
