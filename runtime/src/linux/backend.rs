@@ -43,6 +43,9 @@ pub struct LinuxSandbox {
     /// When the sandbox was set up: work-tree files changed since are checked against the
     /// index at the end.
     started: std::time::SystemTime,
+    /// The main repositories' indexes and `HEAD`s as they were before the command started.
+    indexes_before: super::watch::IndexesBefore,
+    heads_before: Vec<(PathBuf, Vec<u8>)>,
 }
 
 impl Backend for LinuxBackend {
@@ -175,6 +178,8 @@ impl Backend for LinuxBackend {
         // The user's own symbolic links in the git dirs, before the command can make any.
         let git_symlinks_before = super::watch::git_symlinks(&plan.git_dirs);
         let git_overrides_before = super::gitrefs::snapshot(&plan.git_dirs);
+        let indexes_before = super::watch::indexes_before(&plan.git_dirs);
+        let heads_before = super::watch::heads_before(&plan.git_dirs);
         let started = std::time::SystemTime::now();
         // Blocked before the sandbox exists, so no forwarded signal is lost.
         super::init::signal_set()
@@ -272,6 +277,8 @@ impl Backend for LinuxBackend {
                     git_symlinks: git_symlinks_before,
                     git_overrides: git_overrides_before,
                     started,
+                    indexes_before,
+                    heads_before,
                 })
             }
             Err(e) => {
@@ -306,7 +313,9 @@ impl Sandbox for LinuxSandbox {
         // the host's git will read them.
         super::watch::final_symlink_check(&self.git_dirs, &self.git_symlinks);
         super::gitrefs::final_check(&self.git_dirs, &self.git_overrides);
-        super::watch::final_index_check(&self.git_dirs, self.started);
+        super::watch::final_head_check(&self.heads_before);
+        super::watch::final_index_check(&self.git_dirs, self.started, &self.indexes_before);
+        super::watch::final_submodule_check(&self.git_dirs);
         if let Some(net) = &self.network {
             for line in crate::net::service::blocked_summary(&net.events.events()) {
                 eprintln!("{line}");

@@ -242,6 +242,9 @@ struct Layout {
     entries_end: usize,
     /// Each extension's signature and the range of its payload.
     extensions: Vec<([u8; 4], std::ops::Range<usize>)>,
+    /// The names of the gitlink entries (mode 160000: submodules, whatever `.gitmodules`
+    /// says: git looks into every populated one).
+    gitlinks: Vec<Vec<u8>>,
 }
 
 /// The index `data`'s [`Layout`]. An index whose extensions do not end exactly at its
@@ -266,9 +269,13 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
     let mut starts = Vec::with_capacity(count);
     let mut whole_names = Vec::with_capacity(if version == 4 { count } else { 0 });
     let mut previous_len = 0usize;
+    // Version 4: the previous entry's whole name (a gitlink's name is built from it).
+    let mut previous = Vec::new();
+    let mut gitlinks = Vec::new();
     let mut at = 12usize;
     for _ in 0..count {
         starts.push(at);
+        let gitlink = u32_at(at + 24).ok_or_else(bad)? & 0o170000 == 0o160000;
         // ctime, mtime, dev, ino, mode, uid, gid, size (40 bytes), the object id (20), flags.
         let flags = data.get(at + 60..at + 62).ok_or_else(bad)?;
         let flags = u16::from_be_bytes([flags[0], flags[1]]);
@@ -299,6 +306,11 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
             let strip = usize::try_from(strip).map_err(|_| bad())?;
             let kept = previous_len.checked_sub(strip).ok_or_else(bad)?;
             whole_names.push(kept == 0);
+            previous.truncate(kept);
+            previous.extend_from_slice(data.get(p..p + nul).ok_or_else(bad)?);
+            if gitlink {
+                gitlinks.push(previous.clone());
+            }
             previous_len = kept + nul;
             at = p + nul + 1;
         } else {
@@ -306,6 +318,9 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
                 .get(path_at..end)
                 .and_then(|r| r.iter().position(|b| *b == 0))
                 .ok_or_else(bad)?;
+            if gitlink {
+                gitlinks.push(data.get(path_at..path_at + nul).ok_or_else(bad)?.to_vec());
+            }
             // Padded with NULs to a multiple of 8 bytes (at least one NUL).
             let len = path_at - at + nul;
             at += (len + 8) & !7;
@@ -331,7 +346,17 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
         whole_names,
         entries_end,
         extensions,
+        gitlinks,
     })
+}
+
+/// The names of the gitlink entries of the index at `path` (none when it is missing or
+/// unreadable: [`problem`] refuses an index that cannot be read).
+pub fn gitlinks(path: &Path) -> Vec<Vec<u8>> {
+    match read_index(path) {
+        Ok(Some(data)) => layout(&data).map(|l| l.gitlinks).unwrap_or_default(),
+        _ => Vec::new(),
+    }
 }
 
 /// The signatures of the extensions of the index `data` ([`layout`]).
@@ -496,12 +521,18 @@ mod tests;
 /// so an entry the command wrote with the stat data of a file of other content hides that
 /// content. For the files of `worktree` changed since `since` (their ctime, which nothing in
 /// the sandbox can set back), whose entries git would trust, the file's blob id must be the
-/// entry's. At most `budget` bytes are hashed; past that the index is refused (fail closed).
+/// entry's. So must it for every trusted entry the run changed (a blob id or mark not in
+/// `before`, the index as it was before the run: an entry pointing an untouched file at
+/// another blob hid that blob from `git status` and the next `git commit -a` carried it;
+/// round 18) — all trusted entries when `before` is unknown (`None`: the index was written in
+/// place, or there was none). At most `budget` bytes are hashed; past that the index is
+/// refused (fail closed).
 pub fn hidden_change(
     index: &Path,
     worktree: &Path,
     since: std::time::SystemTime,
     budget: u64,
+    before: Option<&[u8]>,
 ) -> Option<String> {
     use gix_index::entry::{Flags, Mode};
     use std::os::unix::fs::MetadataExt;
@@ -530,6 +561,29 @@ pub fn hidden_change(
     let Ok(Ok((state, _))) = parsed else {
         return None; // `problem` refuses what cannot be read
     };
+    let marks = Flags::ASSUME_VALID | Flags::SKIP_WORKTREE;
+    // The entries before the run: name → (blob id, marks). Unreadable counts as unknown.
+    let before: Option<std::collections::HashMap<Vec<u8>, (gix_index::hash::ObjectId, Flags)>> =
+        before.and_then(|data| {
+            let parsed = std::panic::catch_unwind(|| {
+                gix_index::State::from_bytes(
+                    data,
+                    filetime::FileTime::zero(),
+                    gix_index::hash::Kind::Sha1,
+                    Default::default(),
+                )
+            });
+            let Ok(Ok((old, _))) = parsed else {
+                return None;
+            };
+            Some(
+                old.entries()
+                    .iter()
+                    .filter(|e| e.stage_raw() == 0)
+                    .map(|e| (e.path(&old).to_vec(), (e.id, e.flags.intersection(marks))))
+                    .collect(),
+            )
+        });
     let mut hashed = 0u64;
     for entry in state.entries() {
         if entry.stage_raw() != 0
@@ -548,7 +602,10 @@ pub fn hidden_change(
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        if u64::try_from(meta.ctime()).unwrap_or(0) < since {
+        let changed_by_run = before.as_ref().is_none_or(|b| {
+            b.get(&name.to_vec()) != Some(&(entry.id, entry.flags.intersection(marks)))
+        });
+        if u64::try_from(meta.ctime()).unwrap_or(0) < since && !changed_by_run {
             continue;
         }
         let s = &entry.stat;

