@@ -1887,3 +1887,126 @@ fn a_symlink_among_the_git_objects_does_not_survive_the_run() {
     );
     assert!(!outside.join("commit-graph").exists());
 }
+
+/// Red-team round 19: the planted-submodule check read the `.git` file with a trim git does
+/// not do (`gitdir: ../../.git ` is `.git ` to git), saw no gitlink kept in a split index's
+/// shared part, and looked at main repositories only (a gitlink in a submodule's own index
+/// is looked into as well). And a repository with a `.gitmodules` lost its index at every
+/// run (the file's name was checked under the rules for symbolic links).
+#[test]
+fn planted_submodules_in_split_indexes_odd_git_files_and_nested_submodules_are_caught() {
+    let env = TestEnv::new();
+    let marker = env.root().join("fsmonitor-ran");
+    let plant = |g: &str| {
+        format!(
+            r#"mkdir -p "{g}/objects" "{g}/refs/heads"; echo "ref: refs/heads/main" > "{g}/HEAD"
+printf '[core]\n\tfsmonitor = "touch {marker}; false"\n' > "{g}/config""#,
+            marker = marker.display()
+        )
+    };
+    let repo = |name: &str| {
+        let dir = env.root().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &[
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "user.name=t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "init",
+            ],
+        ] {
+            git_in(&env, &dir, args);
+        }
+        dir
+    };
+    let g = ".git/objects/info/.pc";
+    let variants = [
+        (
+            "split",
+            format!(
+                "{}\nmkdir -p vendor/x; echo \"gitdir: ../../{g}\" > vendor/x/.git\n\
+                 git -c core.splitIndex=true -c splitIndex.maxPercentChange=0 update-index --add \
+                 --cacheinfo 160000,$(git rev-parse HEAD),vendor/x\n\
+                 git -c core.splitIndex=true -c splitIndex.maxPercentChange=0 update-index \
+                 --split-index",
+                plant(g)
+            ),
+        ),
+        (
+            "trailing-space",
+            format!(
+                "{}\nmkdir -p vendor/x; printf 'gitdir: ../../.git \\n' > vendor/x/.git\n\
+                 git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),vendor/x",
+                plant(".git ")
+            ),
+        ),
+    ];
+    for (name, script) in &variants {
+        let project = repo(name);
+        let out = sh(
+            &env,
+            &project,
+            &[],
+            &format!("set -e\n{script}\necho planted"),
+        );
+        assert!(out.stdout.contains("planted"), "{name}: {out:?}");
+        assert!(out.stderr.contains("submodule"), "{name}: {out:?}");
+        git_in(&env, &project, &["status", "--porcelain"]);
+        assert!(
+            !marker.exists(),
+            "{name}: the host's git ran the planted fsmonitor"
+        );
+    }
+    // A gitlink in a submodule's own index.
+    let lib = repo("lib");
+    let project = repo("nested");
+    git_in(
+        &env,
+        &project,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "sub",
+        ],
+    );
+    git_in(
+        &env,
+        &project,
+        &[
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-qm",
+            "sub",
+        ],
+    );
+    let inner = "../.git/modules/sub/objects/info/.pc";
+    let script = format!(
+        "set -e; cd sub\n{}\nmkdir -p inner; echo \"gitdir: ../{inner}\" > inner/.git\n\
+         git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),inner\necho planted",
+        plant(inner)
+    );
+    let out = sh(&env, &project, &[], &script);
+    assert!(out.stdout.contains("planted"), "{out:?}");
+    assert!(out.stderr.contains("submodule"), "{out:?}");
+    // The repository with a `.gitmodules` keeps its index (no `git reset` needed).
+    assert!(!out.stderr.contains("git index"), "{out:?}");
+    let status = git_in(&env, &project, &["status", "--porcelain"]);
+    assert!(
+        !marker.exists(),
+        "the host's git ran the nested planted fsmonitor"
+    );
+    assert!(!status.contains("D "), "{status}");
+}

@@ -14,7 +14,7 @@ fn paths_that_leave_the_worktree_or_reach_git_state_are_unsafe() {
         b"./x",
     ] {
         assert!(
-            unsafe_path(bad).is_some(),
+            unsafe_path(bad, false).is_some() && unsafe_path(bad, true).is_some(),
             "{:?} passed",
             String::from_utf8_lossy(bad)
         );
@@ -25,14 +25,18 @@ fn paths_that_leave_the_worktree_or_reach_git_state_are_unsafe() {
         b".gitignore",
         b"a/.gitkeep",
         b"docs/..md",
+        b".gitmodules",
+        b"sub/.gitmodules",
     ] {
         assert_eq!(
-            unsafe_path(good),
+            unsafe_path(good, false),
             None,
             "{:?} refused",
             String::from_utf8_lossy(good)
         );
     }
+    // A symbolic link named `.gitmodules` is what git itself refuses (CVE-2018-11235's kin).
+    assert!(unsafe_path(b".gitmodules", true).is_some());
 }
 
 #[test]

@@ -829,12 +829,31 @@ pub fn final_submodule_check(git_dirs: &[std::path::PathBuf]) -> bool {
         .filter_map(|d| std::fs::canonicalize(d).ok())
         .collect();
     let mut blocked = false;
-    for dir in main_git_dirs(git_dirs) {
-        let Some(worktree) = dir.parent() else {
-            continue;
-        };
+    // Every protected git dir with a work tree: main repositories (the parent) and
+    // submodules (`core.worktree` in their protected config) — a gitlink in a submodule's
+    // index is looked into by `git status` just the same (round 19).
+    let with_worktrees = git_dirs.iter().filter_map(|dir| {
+        if dir.file_name() == Some(std::ffi::OsStr::new(".git")) {
+            return Some((dir, dir.parent()?.to_path_buf()));
+        }
+        let config =
+            crate::policy::fsview::read_regular_file_nofollow(&dir.join("config"), 1 << 20).ok()?;
+        let config = String::from_utf8(config).ok()?;
+        let value = config.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case("worktree")
+                .then(|| v.trim().trim_matches('"').to_string())
+        })?;
+        Some((
+            dir,
+            crate::policy::fsview::lexical(dir, std::path::Path::new(&value)),
+        ))
+    });
+    for (dir, worktree) in with_worktrees {
+        let worktree = worktree.as_path();
         for name in super::gitindex::gitlinks(&dir.join("index")) {
-            if super::gitindex::unsafe_path(&name).is_some() {
+            if super::gitindex::unsafe_path(&name, false).is_some() {
                 continue;
             }
             let sub = worktree.join(std::ffi::OsStr::from_bytes(&name));
@@ -847,11 +866,8 @@ pub fn final_submodule_check(git_dirs: &[std::path::PathBuf]) -> bool {
             } else if meta.is_file() {
                 crate::policy::fsview::read_regular_file_nofollow(&dotgit, 4096)
                     .ok()
-                    .and_then(|t| {
-                        let t = String::from_utf8(t).ok()?;
-                        let target = t.lines().next()?.strip_prefix("gitdir:")?.trim();
-                        Some(sub.join(target))
-                    })
+                    .and_then(|t| gitfile_target(&t))
+                    .map(|target| sub.join(target))
             } else {
                 None
             };
@@ -872,6 +888,23 @@ pub fn final_submodule_check(git_dirs: &[std::path::PathBuf]) -> bool {
         }
     }
     blocked
+}
+
+/// The git dir a `.git` file names, read as git reads it (`read_gitfile_gently`): trailing
+/// CRs and LFs dropped, then `gitdir: ` (one space) and the rest, whatever it holds — a
+/// reader that trimmed the rest took `gitdir: ../../.git ` for the trusted `.git`, git for
+/// the planted `.git ` (red-team round 19).
+fn gitfile_target(content: &[u8]) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut end = content.len();
+    while end > 0 && matches!(content[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let rest = content[..end].strip_prefix(b"gitdir: ")?;
+    if rest.is_empty() || rest.contains(&0) {
+        return None;
+    }
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(rest)))
 }
 
 /// After the sandbox ended (in the supervisor): every index in the protected `git_dirs`
