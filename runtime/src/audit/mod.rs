@@ -362,10 +362,15 @@ struct Inner {
 /// path whose directory userspace read after the call: the command chose where it pointed;
 /// round 18). The one test for every sink (a run's collector, the daemon).
 pub(crate) fn is_dropped(rec: &record::ViolationRecord, ignored: &[PathBuf]) -> bool {
-    rec.violation
-        && !rec.approximate
-        && crate::policy::ignore::is_ignored(&rec.target, ignored)
-        && resolves_within(&rec.target, ignored)
+    let within =
+        |p: &str| crate::policy::ignore::is_ignored(p, ignored) && resolves_within(p, ignored);
+    // A rename's record names its source; its destination (`detail`) was refused just the
+    // same, and must be ignored too (round 19: `mv /usr/share/x /root/y` was dropped).
+    let destination = match (rec.operation.as_str(), &rec.detail) {
+        ("rename", Some(d)) => within(d),
+        _ => true,
+    };
+    rec.violation && !rec.approximate && within(&rec.target) && destination
 }
 
 fn resolves_within(target: &str, ignored: &[PathBuf]) -> bool {
@@ -722,6 +727,9 @@ impl EventSink for ProxySink {
 pub fn view_of_plan(plan: &crate::linux::plan::Plan) -> SandboxView {
     use crate::linux::plan::MountOp;
     let mut view = SandboxView::default();
+    // Writable inside every sandbox besides the plan's roots: the private /dev/shm (a move
+    // between it and the project fails EXDEV, refusing nothing: round 19).
+    view.writable.push(PathBuf::from("/dev/shm"));
     for m in &plan.mounts {
         match m {
             MountOp::Writable { path } => view.writable.push(path.clone()),

@@ -277,9 +277,20 @@ fn an_approximate_record_is_never_dropped_by_ignore_violations() {
     assert!(is_dropped(&r, &ignored));
     r.approximate = true;
     assert!(!is_dropped(&r, &ignored));
-    assert!(r
-        .summary_line()
-        .ends_with("(directory read after the call)"));
+    assert!(r.summary_line().ends_with("(path approximate)"));
     // A non-violation is never "dropped" (it is no violation to begin with).
     assert!(!is_dropped(&rec("/usr/share/doc/x", false), &ignored));
+}
+
+/// Red-team round 19: a rename is dropped only when its destination is ignored too (`mv
+/// /usr/share/x /root/y` was dropped on its source).
+#[test]
+fn a_rename_is_dropped_only_when_both_names_are_ignored() {
+    let ignored = vec![PathBuf::from("/usr/share")];
+    let mut r = rec("/usr/share/base-files", true);
+    r.operation = "rename".into();
+    r.detail = Some("/root/.pwn".into());
+    assert!(!is_dropped(&r, &ignored));
+    r.detail = Some("/usr/share/elsewhere".into());
+    assert!(is_dropped(&r, &ignored));
 }

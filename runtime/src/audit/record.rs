@@ -427,7 +427,7 @@ impl ViolationRecord {
             s.push_str(&format!(" ×{}", self.count));
         }
         if self.approximate {
-            s.push_str(" (directory read after the call)");
+            s.push_str(" (path approximate)");
         }
         s
     }
@@ -502,6 +502,9 @@ const O_TRUNC: u64 = 0o1000;
 
 /// The programs' operation number of a refused `ioctl` on a file (OP_IOCTL, warden.bpf.h).
 pub const OP_IOCTL: u16 = 50;
+/// `rename(2)` and `link(2)`: both names relative to the working directory (warden.bpf.h).
+const OP_RENAME: u16 = 9;
+const OP_LINK: u16 = 11;
 
 /// Whether a file operation writes: opens by their flags, exec never, everything else writes.
 pub fn is_write(op: u16, flags: u64) -> bool {
@@ -959,7 +962,13 @@ impl Classifier {
             _ => PathBuf::from(&raw),
         };
         rec.target = path.display().to_string();
-        rec.approximate = !raw.starts_with('/') && kernel_cwd.is_none();
+        // The directory was read after the call, or a `..` was folded away as text (after a
+        // link, `s/../x` is not where `x` next to `s` is: round 19).
+        rec.approximate = !raw.starts_with('/')
+            && (kernel_cwd.is_none()
+                || Path::new(&raw)
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir));
         if ev.flags & FL_TRUNCATED != 0 {
             rec.target.push('…');
         }
@@ -999,8 +1008,15 @@ impl Classifier {
         // TMPDIR, `mv` copies instead and nothing was refused).
         if errno == libc::EXDEV {
             let second = String::from_utf8_lossy(&ev.path2).into_owned();
+            // Only `rename` and `link` take the second name relative to the working
+            // directory; the `*at` calls may take it relative to a descriptor the record
+            // does not name (unknown, then: round 19).
             let second = match cwd {
-                Some(c) if !second.is_empty() && !second.starts_with('/') => {
+                Some(c)
+                    if !second.is_empty()
+                        && !second.starts_with('/')
+                        && matches!(ev.op, OP_RENAME | OP_LINK) =>
+                {
                     lexical(&c.join(&second))
                 }
                 _ => PathBuf::from(&second),
@@ -1060,7 +1076,7 @@ impl Classifier {
             ),
             libc::EACCES if write && absolute && !under(&path, &self.view.writable) => (
                 Layer::Landlock,
-                "outside Landlock's writable roots (a writable mount such as /dev/shm, but not \
+                "outside Landlock's writable roots (a writable mount, but not \
                  a place the sandbox may write)"
                     .to_string(),
             ),

@@ -490,3 +490,44 @@ fn an_enoent_is_a_violation_only_where_a_mask_hid_a_name_that_exists() {
     std::fs::write(host.path().join("elsewhere"), "e").unwrap();
     assert!(classify(&host.path().join("elsewhere")).is_none());
 }
+
+/// Red-team rounds 18 and 19: a relative path whose `..` was folded away as text (after a
+/// link it names another place) is approximate; a move or link between the sandbox's mounts
+/// (EXDEV) is a violation only when a side it knows lies outside the writable roots.
+#[test]
+fn folded_parents_are_approximate_and_exdev_needs_a_refused_side() {
+    // The kernel named the directory (FL_CWD: names innermost first).
+    let kernel = |path: &str| {
+        let mut ev = file(1, -30, 1 | FL_CWD, path);
+        ev.path2 = b"project\0u\0home\0".to_vec();
+        ev.port = 3;
+        classify(&ev).unwrap()
+    };
+    let r = kernel("a/x");
+    assert_eq!(r.target, "/home/u/project/a/x");
+    assert!(!r.approximate, "{r:?}");
+    let r = kernel("s/../../x");
+    assert!(r.approximate, "{r:?}");
+    // Read from /proc after the call: approximate whatever the path.
+    assert!(classify(&file(1, -30, 1, "a/x")).unwrap().approximate);
+    let exdev = |op: u16, from: &str, to: &str| {
+        let mut ev = file(op, -libc::EXDEV, 0, from);
+        ev.path2 = to.as_bytes().to_vec();
+        classify(&ev)
+    };
+    // A host file into the project: refused by the read-only host mount.
+    let r = exdev(9, "/etc/hostname", "stolen").expect("a violation");
+    assert_eq!(
+        (r.target.as_str(), r.layer),
+        ("/etc/hostname", Some(Layer::Mount))
+    );
+    assert_eq!(r.errno.as_ref().map(|e| e.name.as_str()), Some("EXDEV"));
+    // Between two writable roots, `mv` copies instead: nothing refused.
+    assert!(exdev(9, "mine", "/tmp/w/tmp/moved").is_none());
+    // renameat's second name may be relative to a descriptor: unknown, not the cwd's.
+    assert!(exdev(8, "/tmp/w/tmp/x", "y").is_none());
+    // The same name given to rename(2) is the cwd's (the project): still nothing refused.
+    assert!(exdev(9, "/tmp/w/tmp/x", "y").is_none());
+    // A host directory as the destination is.
+    assert!(exdev(8, "/tmp/w/tmp/x", "/etc/y").is_some());
+}
