@@ -45,6 +45,13 @@ fn git_in(env: &TestEnv, dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// [`git_in`] as the user `t <t@t>` (commits need an identity).
+fn git_as_t(env: &TestEnv, dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+    all.extend_from_slice(args);
+    git_in(env, dir, &all)
+}
+
 fn attempts(lines: &[(&str, &str)]) -> String {
     lines
         .iter()
@@ -1658,11 +1665,7 @@ print("survived", flush=True)
 fn an_index_entry_that_hides_a_changed_file_does_not_survive_the_run() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |args: &[&str]| {
-        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
-        all.extend_from_slice(args);
-        git_in(&env, &project, &all)
-    };
+    let git = |args: &[&str]| git_as_t(&env, &project, args);
     git(&["init", "-q"]);
     write(&project.join("build.sh"), "echo good\n");
     git(&["add", "build.sh"]);
@@ -1698,11 +1701,7 @@ git status --porcelain; echo hidden"#;
 fn a_submodule_with_a_git_dir_the_command_planted_is_not_looked_into_by_the_hosts_git() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |args: &[&str]| {
-        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
-        all.extend_from_slice(args);
-        git_in(&env, &project, &all)
-    };
+    let git = |args: &[&str]| git_as_t(&env, &project, args);
     git(&["init", "-q"]);
     write(&project.join("a.txt"), "hello\n");
     git(&["add", "a.txt"]);
@@ -1740,11 +1739,7 @@ echo planted"#,
 fn an_untouched_file_whose_entry_the_run_repointed_does_not_hide_behind_the_index() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |args: &[&str]| {
-        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
-        all.extend_from_slice(args);
-        git_in(&env, &project, &all)
-    };
+    let git = |args: &[&str]| git_as_t(&env, &project, args);
     git(&["init", "-q"]);
     write(&project.join("build.sh"), "echo safe\n");
     git(&["add", "build.sh"]);
@@ -1803,11 +1798,7 @@ test -z "$(git status --porcelain)"; echo hidden"#
 fn a_broken_git_dir_does_not_hand_the_project_to_a_repository_the_command_wrote() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |args: &[&str]| {
-        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
-        all.extend_from_slice(args);
-        git_in(&env, &project, &all)
-    };
+    let git = |args: &[&str]| git_as_t(&env, &project, args);
     git(&["init", "-q"]);
     write(&project.join("a.txt"), "hello\n");
     git(&["add", "a.txt"]);
@@ -1855,11 +1846,7 @@ fn a_symlink_among_the_git_objects_does_not_survive_the_run() {
     let outside = env.root().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     write(&outside.join("packs"), "precious\n");
-    let git = |args: &[&str]| {
-        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
-        all.extend_from_slice(args);
-        git_in(&env, &project, &all)
-    };
+    let git = |args: &[&str]| git_as_t(&env, &project, args);
     git(&["init", "-q"]);
     write(&project.join("a.txt"), "hello\n");
     git(&["add", "a.txt"]);
