@@ -249,7 +249,6 @@ static __always_inline bool file_syscall(long nr, struct file_args *a)
 	F(setxattrat,    OP_SETXATTRAT,    1, -1, -1, 0)
 	F(removexattrat, OP_REMOVEXATTRAT, 1, -1, -1, 0)
 	F(bind,      OP_BIND,      1, -1, -1, -1)
-	F(ioctl,     OP_IOCTL,    -1, -1,  1,  0)
 	F(execve,    OP_EXECVE,    0, -1, -1, -1)
 	F(execveat,  OP_EXECVEAT,  1, -1, -1,  0)
 	default:
@@ -567,11 +566,6 @@ static __always_inline void file_exit(struct pending *p, long ret)
 	/* A move or link between the sandbox's mounts (a host file into the project, say) fails
 	 * with EXDEV even on one filesystem; userspace keeps those with a side outside the
 	 * writable roots (red-team round 18). */
-	/* An ioctl on a file of the read-only host (chattr's FS_IOC_SETFLAGS, FICLONE, ...):
-	 * EROFS and EACCES. Its EPERMs are left out: terminals answer EPERM to job control of
-	 * another session, which is no refusal of the sandbox's (round 18). */
-	if (op == OP_IOCTL && ret == -EPERM)
-		report = false;
 	if (ret == -EXDEV && (op == OP_RENAMEAT2 || op == OP_RENAMEAT || op == OP_RENAME ||
 			      op == OP_LINKAT || op == OP_LINK))
 		report = true;
@@ -673,6 +667,22 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = SYSCALL_NR(regs);
 	struct file_args a;
+	/* An ioctl on a file of the read-only host (chattr's FS_IOC_SETFLAGS, FICLONE, ...)
+	 * refused EROFS or EACCES: recorded from its exit alone (the arguments are still in
+	 * `regs`), so the many ioctls that succeed cost nothing at entry. Its EPERMs are left to
+	 * the seccomp path below: terminals answer EPERM to job control of another session,
+	 * which is no refusal of the sandbox's (round 18). */
+	if (nr == NR_ioctl && (ret == -EROFS || ret == -EACCES)) {
+		a = (struct file_args){ OP_IOCTL, -1, -1, 1, 0 };
+		file_enter(regs, nr, &a);
+		struct pending *p =
+			bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0, 0);
+		if (p && p->nr == nr) {
+			file_exit(p, ret);
+			p->nr = -1;
+		}
+		return 0;
+	}
 	if (file_syscall(nr, &a)) {
 		struct pending *p =
 			bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0, 0);
