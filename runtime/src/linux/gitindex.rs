@@ -17,6 +17,25 @@ use std::path::Path;
 /// a larger one is refused rather than read.
 const MAX_INDEX_BYTES: u64 = 512 << 20;
 
+/// The index `data` as gix-index reads it, `None` when it cannot. SHA-1 repositories only
+/// (gix-index is built without SHA-256 here: such an index does not parse, and is refused
+/// — fail closed). gix-index asserts on some inputs git reads fine (bytes after a tree
+/// cache): a panic is an index it cannot read like any other (pid 1 must not die of it).
+fn gix_state(data: &[u8]) -> Option<gix_index::State> {
+    let parsed = std::panic::catch_unwind(|| {
+        gix_index::State::from_bytes(
+            data,
+            filetime::FileTime::zero(),
+            gix_index::hash::Kind::Sha1,
+            Default::default(),
+        )
+    });
+    match parsed {
+        Ok(Ok((state, _))) => Some(state),
+        _ => None,
+    }
+}
+
 /// What is wrong with the index at `path`, if anything: an unsafe entry, or an index that
 /// cannot be read (a format the host's git might read differently is not trusted).
 ///
@@ -26,30 +45,15 @@ const MAX_INDEX_BYTES: u64 = 512 << 20;
 /// one link, bounded size) and read into memory (a mapping of a file the command truncates
 /// faults), and so is a split index's shared index.
 pub fn problem(path: &Path) -> Option<String> {
-    use gix_index::hash::Kind;
     let data = match read_index(path) {
         Ok(Some(data)) => data,
         // Gone again (git's own lock dance) is fine.
         Ok(None) => return None,
         Err(why) => return Some(why),
     };
-    // SHA-1 repositories (gix-index is built without SHA-256 here; an index of a SHA-256
-    // repository fails to parse and is refused: fail closed).
     let parse = |data: &[u8]| {
-        // gix-index asserts on some inputs git reads fine (bytes after a tree cache): a panic
-        // is an index it cannot read, refused like any other (pid 1 must not die of it).
-        let parsed = std::panic::catch_unwind(|| {
-            gix_index::State::from_bytes(
-                data,
-                filetime::FileTime::zero(),
-                Kind::Sha1,
-                Default::default(),
-            )
-        });
-        let state = match parsed {
-            Ok(Ok((state, _))) => state,
-            _ => return Err("it cannot be read as a git index".to_string()),
-        };
+        let state =
+            gix_state(data).ok_or_else(|| "it cannot be read as a git index".to_string())?;
         // An extension gix-index could not decode is left out of its state, where git may
         // still read it: a tree cache git accepts and gix does not would go unchecked.
         let layout = layout(data)?;
@@ -242,9 +246,6 @@ struct Layout {
     entries_end: usize,
     /// Each extension's signature and the range of its payload.
     extensions: Vec<([u8; 4], std::ops::Range<usize>)>,
-    /// The names of the gitlink entries (mode 160000: submodules, whatever `.gitmodules`
-    /// says: git looks into every populated one).
-    gitlinks: Vec<Vec<u8>>,
 }
 
 /// The index `data`'s [`Layout`]. An index whose extensions do not end exactly at its
@@ -269,13 +270,9 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
     let mut starts = Vec::with_capacity(count);
     let mut whole_names = Vec::with_capacity(if version == 4 { count } else { 0 });
     let mut previous_len = 0usize;
-    // Version 4: the previous entry's whole name (a gitlink's name is built from it).
-    let mut previous = Vec::new();
-    let mut gitlinks = Vec::new();
     let mut at = 12usize;
     for _ in 0..count {
         starts.push(at);
-        let gitlink = u32_at(at + 24).ok_or_else(bad)? & 0o170000 == 0o160000;
         // ctime, mtime, dev, ino, mode, uid, gid, size (40 bytes), the object id (20), flags.
         let flags = data.get(at + 60..at + 62).ok_or_else(bad)?;
         let flags = u16::from_be_bytes([flags[0], flags[1]]);
@@ -306,11 +303,6 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
             let strip = usize::try_from(strip).map_err(|_| bad())?;
             let kept = previous_len.checked_sub(strip).ok_or_else(bad)?;
             whole_names.push(kept == 0);
-            previous.truncate(kept);
-            previous.extend_from_slice(data.get(p..p + nul).ok_or_else(bad)?);
-            if gitlink {
-                gitlinks.push(previous.clone());
-            }
             previous_len = kept + nul;
             at = p + nul + 1;
         } else {
@@ -318,9 +310,6 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
                 .get(path_at..end)
                 .and_then(|r| r.iter().position(|b| *b == 0))
                 .ok_or_else(bad)?;
-            if gitlink {
-                gitlinks.push(data.get(path_at..path_at + nul).ok_or_else(bad)?.to_vec());
-            }
             // Padded with NULs to a multiple of 8 bytes (at least one NUL).
             let len = path_at - at + nul;
             at += (len + 8) & !7;
@@ -346,7 +335,6 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
         whole_names,
         entries_end,
         extensions,
-        gitlinks,
     })
 }
 
@@ -354,28 +342,11 @@ fn layout(data: &[u8]) -> Result<Layout, String> {
 /// split index lists only changes: a gitlink kept in `sharedindex.*` went unseen — red-team
 /// round 19). A nameless gitlink in a split index replaces a shared entry: then every shared
 /// name is returned. None when the index is missing or unreadable ([`problem`] refuses an
-/// index that cannot be read).
+/// index that cannot be read, and it is moved aside).
 pub fn gitlinks(path: &Path) -> Vec<Vec<u8>> {
     use gix_index::entry::Mode;
-    let parse = |data: &[u8]| {
-        let parsed = std::panic::catch_unwind(|| {
-            gix_index::State::from_bytes(
-                data,
-                filetime::FileTime::zero(),
-                gix_index::hash::Kind::Sha1,
-                Default::default(),
-            )
-        });
-        match parsed {
-            Ok(Ok((state, _))) => Some(state),
-            _ => None,
-        }
-    };
-    let Ok(Some(data)) = read_index(path) else {
+    let Some(state) = read_index(path).ok().flatten().and_then(|d| gix_state(&d)) else {
         return Vec::new();
-    };
-    let Some(state) = parse(&data) else {
-        return layout(&data).map(|l| l.gitlinks).unwrap_or_default();
     };
     let mut out = Vec::new();
     let mut nameless = false;
@@ -389,7 +360,11 @@ pub fn gitlinks(path: &Path) -> Vec<Vec<u8>> {
     }
     if let Some(link) = state.link() {
         let shared = path.with_file_name(format!("sharedindex.{}", link.shared_index_checksum));
-        if let Some(old) = read_index(&shared).ok().flatten().and_then(|d| parse(&d)) {
+        if let Some(old) = read_index(&shared)
+            .ok()
+            .flatten()
+            .and_then(|d| gix_state(&d))
+        {
             for e in old.entries() {
                 if nameless || e.mode == Mode::COMMIT {
                     out.push(e.path(&old).to_vec());
@@ -593,39 +568,18 @@ pub fn hidden_change(
         Ok(Some(d)) => d,
         _ => return None,
     };
-    let parsed = std::panic::catch_unwind(|| {
-        gix_index::State::from_bytes(
-            &data,
-            filetime::FileTime::zero(),
-            gix_index::hash::Kind::Sha1,
-            Default::default(),
-        )
-    });
-    let Ok(Ok((state, _))) = parsed else {
+    let Some(state) = gix_state(&data) else {
         return None; // `problem` refuses what cannot be read
     };
     let marks = Flags::ASSUME_VALID | Flags::SKIP_WORKTREE;
     // The entries before the run: name → (blob id, marks). Unreadable counts as unknown.
     let before: Option<std::collections::HashMap<Vec<u8>, (gix_index::hash::ObjectId, Flags)>> =
-        before.and_then(|data| {
-            let parsed = std::panic::catch_unwind(|| {
-                gix_index::State::from_bytes(
-                    data,
-                    filetime::FileTime::zero(),
-                    gix_index::hash::Kind::Sha1,
-                    Default::default(),
-                )
-            });
-            let Ok(Ok((old, _))) = parsed else {
-                return None;
-            };
-            Some(
-                old.entries()
-                    .iter()
-                    .filter(|e| e.stage_raw() == 0)
-                    .map(|e| (e.path(&old).to_vec(), (e.id, e.flags.intersection(marks))))
-                    .collect(),
-            )
+        before.and_then(gix_state).map(|old| {
+            old.entries()
+                .iter()
+                .filter(|e| e.stage_raw() == 0)
+                .map(|e| (e.path(&old).to_vec(), (e.id, e.flags.intersection(marks))))
+                .collect()
         });
     let mut hashed = 0u64;
     for entry in state.entries() {
@@ -646,7 +600,7 @@ pub fn hidden_change(
             continue;
         };
         let changed_by_run = before.as_ref().is_none_or(|b| {
-            b.get(&name.to_vec()) != Some(&(entry.id, entry.flags.intersection(marks)))
+            b.get::<[u8]>(name) != Some(&(entry.id, entry.flags.intersection(marks)))
         });
         if u64::try_from(meta.ctime()).unwrap_or(0) < since && !changed_by_run {
             continue;
@@ -656,9 +610,7 @@ pub fn hidden_change(
         // `core.trustctime=false` leave out the ctime and the inode; an entry off by a
         // nanosecond passed an exact comparison: red-team round 19).
         let s = &entry.stat;
-        let trusted = entry
-            .flags
-            .intersects(Flags::ASSUME_VALID | Flags::SKIP_WORKTREE)
+        let trusted = entry.flags.intersects(marks)
             || (i64::from(s.mtime.secs) == meta.mtime()
                 && u64::from(s.size) == (meta.size() & 0xffff_ffff));
         if !trusted {

@@ -962,7 +962,7 @@ fn protect_named_by_config(
 
 /// The checkout of a submodule's git dir: its config's `core.worktree`, relative to the git
 /// dir.
-fn module_worktree(fs: &dyn FsView, gitdir: &Path) -> Option<PathBuf> {
+pub(crate) fn module_worktree(fs: &dyn FsView, gitdir: &Path) -> Option<PathBuf> {
     let text = fs.read_to_string(&gitdir.join("config"))?;
     let value = text.lines().find_map(|l| {
         let (k, v) = l.split_once('=')?;

@@ -836,19 +836,8 @@ pub fn final_submodule_check(git_dirs: &[std::path::PathBuf]) -> bool {
         if dir.file_name() == Some(std::ffi::OsStr::new(".git")) {
             return Some((dir, dir.parent()?.to_path_buf()));
         }
-        let config =
-            crate::policy::fsview::read_regular_file_nofollow(&dir.join("config"), 1 << 20).ok()?;
-        let config = String::from_utf8(config).ok()?;
-        let value = config.lines().find_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            k.trim()
-                .eq_ignore_ascii_case("worktree")
-                .then(|| v.trim().trim_matches('"').to_string())
-        })?;
-        Some((
-            dir,
-            crate::policy::fsview::lexical(dir, std::path::Path::new(&value)),
-        ))
+        let worktree = super::plan::module_worktree(&crate::policy::fsview::RealFs, dir)?;
+        Some((dir, worktree))
     });
     for (dir, worktree) in with_worktrees {
         let worktree = worktree.as_path();
