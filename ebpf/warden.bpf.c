@@ -98,6 +98,24 @@ struct {
 	__type(value, struct pending);
 } pending_files SEC(".maps");
 
+/* A path read again at a call's exit, to compare with the copy made at its entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, char[PATH_LEN]);
+} reread SEC(".maps");
+
+/* Changes to descriptor tables shared between tasks (struct fd_changes), keyed by the
+ * files_struct's address; only watched tasks count. An entry evicted while a call was in
+ * flight makes that call's record FL_RACED (its counters no longer match), never clean. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct fd_changes);
+} fd_changes SEC(".maps");
+
 /* A thread's current connect (the cgroup hooks), from the hook to the syscall's exit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -136,6 +154,10 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
  * architecture; other architectures are not supported yet). */
 #if defined(__TARGET_ARCH_x86)
 #define NR_open 2
+#define NR_close 3
+#define NR_dup2 33
+#define NR_dup3 292
+#define NR_close_range 436
 #define NR_socket 41
 #define NR_connect 42
 #define NR_sendto 44
@@ -356,6 +378,117 @@ static __always_inline void read_path(char *dst, __u64 uptr, __u64 *flags)
 	}
 }
 
+/* fs_struct before Linux 6.16 (a spinlock and a seqcount_spinlock_t; now a seqlock_t). */
+struct fs_struct___seqcount {
+	seqcount_spinlock_t seq;
+} __attribute__((preserve_access_index));
+
+/* The sequence count of a working directory's fs_struct: chdir, fchdir, chroot and setns
+ * (set_fs_pwd, set_fs_root) add two, and it is odd while they write. */
+static __always_inline __u64 fs_sequence(struct fs_struct *fs)
+{
+	if (bpf_core_field_exists(fs->seq.seqcount.seqcount))
+		return BPF_CORE_READ(fs, seq.seqcount.seqcount.sequence);
+	return BPF_CORE_READ((struct fs_struct___seqcount *)fs, seq.seqcount.sequence);
+}
+
+/*
+ * What the record of a call names besides its path — the working directory, or the file of a
+ * descriptor — is read at the call's exit, not when the kernel looked the path up. Only a task
+ * sharing the caller's fs_struct (CLONE_FS) or descriptor table (CLONE_FILES) can change those
+ * in between, so for a shared one the state is noted now and compared at exit (raced): the
+ * fs_struct's sequence count, and the table's fd_changes counters. A task alone with its
+ * fs_struct or table costs two loads each.
+ */
+static __always_inline void race_snapshot(struct pending *p)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fs_struct *fs = BPF_CORE_READ(task, fs);
+	p->fs = 0;
+	p->files = 0;
+	if (fs && BPF_CORE_READ(fs, users) > 1) {
+		p->fs = (__u64)fs;
+		p->fs_seq = fs_sequence(fs);
+	}
+	struct files_struct *files = BPF_CORE_READ(task, files);
+	if (files && BPF_CORE_READ(files, count.counter) > 1) {
+		__u64 key = (__u64)files;
+		struct fd_changes *c = bpf_map_lookup_elem(&fd_changes, &key);
+		p->files = key;
+		p->fd_started = c ? c->started : 0;
+		p->fd_finished = c ? c->finished : 0;
+	}
+}
+
+/* Whether the working directory (`cwd`) or the descriptor table (`fds`) the record's path is
+ * built from may have changed during the call (see race_snapshot). */
+static __always_inline bool raced(struct pending *p, bool cwd, bool fds)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (cwd && p->fs) {
+		struct fs_struct *fs = BPF_CORE_READ(task, fs);
+		__u64 seq = fs ? fs_sequence(fs) : 0;
+		if ((__u64)fs != p->fs || seq != p->fs_seq || (seq & 1))
+			return true;
+	}
+	if (fds && p->files) {
+		__u64 key = p->files;
+		struct fd_changes *c = bpf_map_lookup_elem(&fd_changes, &key);
+		__u64 started = c ? c->started : 0;
+		__u64 finished = c ? c->finished : 0;
+		/* A change started or finished since entry, or one still running (started before
+		 * entry, or after it), may have swapped the descriptor under the call. */
+		if (started != p->fd_started || finished != p->fd_finished || started != finished)
+			return true;
+	}
+	return false;
+}
+
+/* Entry of a call that can replace an open descriptor (close, dup2, dup3, close_range) of a
+ * descriptor table another task shares, in a watched sandbox: counted as started, and the
+ * thread's pending slot notes it so the exit counts it as finished. */
+static __always_inline void fd_change_enter(long nr)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct files_struct *files = BPF_CORE_READ(task, files);
+	if (!files || BPF_CORE_READ(files, count.counter) <= 1)
+		return;
+	if (!watched_cgroup())
+		return;
+	__u64 key = (__u64)files;
+	struct fd_changes *c = bpf_map_lookup_elem(&fd_changes, &key);
+	if (!c) {
+		struct fd_changes zero = {};
+		bpf_map_update_elem(&fd_changes, &key, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&fd_changes, &key);
+		if (!c)
+			return;
+	}
+	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0,
+						 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!p) {
+		count_drop(DROP_PENDING);
+		return;
+	}
+	__sync_fetch_and_add(&c->started, 1);
+	p->ev.kind = 0; /* no file call: the BPF LSM programs leave it alone */
+	p->files = key;
+	p->nr = nr;
+}
+
+/* ... and its exit. */
+static __always_inline void fd_change_exit(long nr)
+{
+	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0, 0);
+	if (!p || p->nr != nr || p->ev.kind != 0)
+		return;
+	p->nr = -1;
+	__u64 key = p->files;
+	struct fd_changes *c = bpf_map_lookup_elem(&fd_changes, &key);
+	if (c)
+		__sync_fetch_and_add(&c->finished, 1);
+}
+
 /* Entry of a file syscall: the path (and second path) read now, the open flags. */
 static __always_inline void file_enter(struct pt_regs *regs, long nr, struct file_args *a)
 {
@@ -414,6 +547,7 @@ static __always_inline void file_enter(struct pt_regs *regs, long nr, struct fil
 	}
 	p->ev.flags = flags;
 	p->wflags = wflags;
+	race_snapshot(p);
 	p->nr = nr;
 }
 
@@ -558,6 +692,47 @@ static __always_inline bool cwd_names(__u16 *count)
 	return dir_names(AT_FDCWD, count);
 }
 
+struct path_cmp {
+	const char *a;
+	const char *b;
+	__u32 len;
+	bool differ;
+};
+
+static long path_cmp_step(__u32 i, void *arg)
+{
+	struct path_cmp *c = arg;
+	if (i >= c->len)
+		return 1;
+	i &= PATH_LEN - 1;
+	if (c->a[i] != c->b[i]) {
+		c->differ = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* Whether the path at `uptr` in the caller's memory now differs from `copy`, read from there
+ * at the call's entry: another thread (or a process sharing the memory) rewrote it during the
+ * call, and the kernel may have looked up either text. */
+static __always_inline bool path_changed(const char *copy, __u64 uptr)
+{
+	if (!uptr)
+		return false;
+	__u32 zero = 0;
+	char *now = bpf_map_lookup_elem(&reread, &zero);
+	if (!now)
+		return true;
+	long n = bpf_probe_read_user_str(now, PATH_LEN, (const void *)uptr);
+	if (n <= 0)
+		return true;
+	/* Up to and including the NUL of the text read now: a different length shows as a NUL
+	 * against a character within it. */
+	struct path_cmp c = { .a = copy, .b = now, .len = (__u32)n, .differ = false };
+	bpf_loop(PATH_LEN, path_cmp_step, &c, 0);
+	return c.differ;
+}
+
 /* Exit of a recorded file syscall: report refusals and opens of a denyRead mask. */
 static __always_inline void file_exit(struct pending *p, long ret)
 {
@@ -587,6 +762,8 @@ static __always_inline void file_exit(struct pending *p, long ret)
 		__u64 late = 0;
 		read_path(p->ev.path, p->upath, &late);
 		read_path(p->ev.path2, p->upath2, &late);
+	} else if (path_changed(p->ev.path, p->upath) || path_changed(p->ev.path2, p->upath2)) {
+		p->ev.flags |= FL_RACED;
 	}
 	/* A path relative to the working directory, on a call with one path (path2 is free):
 	 * the directory is resolved now. */
@@ -607,6 +784,9 @@ static __always_inline void file_exit(struct pending *p, long ret)
 		else
 			p->ev.path2[0] = 0;
 	}
+	/* After the walk: a change while it ran counts too. */
+	if (raced(p, cwd_relative, fd_relative))
+		p->ev.flags |= FL_RACED;
 	p->ev.ret = (__s32)ret;
 	fill_task(&p->ev, p->ev.cgroup_id);
 	emit(&p->ev);
@@ -624,6 +804,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
 	struct file_args a;
 	if (file_syscall(nr, &a))
 		file_enter(regs, nr, &a);
+	else if (nr == NR_close || nr == NR_dup2 || nr == NR_dup3 || nr == NR_close_range)
+		fd_change_enter(nr);
 	return 0;
 }
 
@@ -682,6 +864,11 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			p->nr = -1;
 		}
 		return 0;
+	}
+	if (nr == NR_close || nr == NR_dup2 || nr == NR_dup3 || nr == NR_close_range) {
+		fd_change_exit(nr);
+		if (ret != -EPERM)
+			return 0;
 	}
 	if (file_syscall(nr, &a)) {
 		struct pending *p =

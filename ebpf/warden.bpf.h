@@ -86,6 +86,9 @@
 #define FL_LSM_DENIED (1ULL << 39) /* ... and the LSM refused it (warden.audit.enforce) */
 #define FL_CWD (1ULL << 37) /* a relative path: path2 holds the caller's working directory as
                              * `port` NUL-terminated names, innermost first (read at exit) */
+#define FL_RACED (1ULL << 40) /* during the call another thread changed what the record's path
+                               * was built from: the path's bytes in the caller's memory, the
+                               * shared working directory or the shared descriptor table */
 
 /* Key of unix_allow: a watched cgroup and a socket path, NUL-padded. */
 #define UNIX_KEY_LEN 128
@@ -160,6 +163,21 @@ struct pending {
 	__s64 nr;     /* the system call it belongs to */
 	__u64 wflags; /* the watched cgroup's W_* flags */
 	__s64 dfd;    /* the directory (or file) descriptor argument; AT_FDCWD when none */
+	/* What another thread could change under the call (FL_RACED), seen at entry: */
+	__u64 fs;       /* the working directory's fs_struct when another task shares it, else 0 */
+	__u64 fs_seq;   /* ... and its sequence count (odd while a chdir is writing it) */
+	__u64 files;    /* the descriptor table when another task shares it, else 0 */
+	__u64 fd_started;  /* ... and its fd_changes counters */
+	__u64 fd_finished;
+};
+
+/* `fd_changes` values: calls that can replace an open descriptor (close, dup2, dup3,
+ * close_range) of a descriptor table shared between tasks, started and finished. A call on a
+ * descriptor saw the same file at its start and its end when both stayed equal to each
+ * other and unchanged meanwhile. */
+struct fd_changes {
+	__u64 started;
+	__u64 finished;
 };
 
 /* Values of the `watched` map (a cgroup id's flags). */

@@ -51,6 +51,9 @@ pub const FL_UNIX_DENIED: u64 = 1 << 36;
 /// A relative path's working directory, resolved in the kernel: `path2` holds `port` names,
 /// innermost first (decoded into the absolute directory).
 pub const FL_CWD: u64 = 1 << 37;
+/// Another thread changed what the path was built from during the call: the path's bytes in
+/// the caller's memory, or a working directory or descriptor table it shares.
+pub const FL_RACED: u64 = 1 << 40;
 
 pub const AF_UNIX: u16 = 1;
 pub const AF_INET: u16 = 2;
@@ -964,11 +967,12 @@ impl Classifier {
         rec.target = path.display().to_string();
         // The directory was read after the call, or a `..` was folded away as text (after a
         // link, `s/../x` is not where `x` next to `s` is: round 19).
-        rec.approximate = !raw.starts_with('/')
-            && (kernel_cwd.is_none()
-                || Path::new(&raw)
-                    .components()
-                    .any(|c| c == std::path::Component::ParentDir));
+        rec.approximate = ev.flags & FL_RACED != 0
+            || !raw.starts_with('/')
+                && (kernel_cwd.is_none()
+                    || Path::new(&raw)
+                        .components()
+                        .any(|c| c == std::path::Component::ParentDir));
         if ev.flags & FL_TRUNCATED != 0 {
             rec.target.push('…');
         }
