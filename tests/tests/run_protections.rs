@@ -1731,6 +1731,84 @@ echo planted"#,
     assert!(!marker.exists(), "the host's git ran the planted fsmonitor");
 }
 
+/// Red-team round 20 (CRITICAL): the submodule check read each index only against its own
+/// work tree. A gitlink `x` whose `.git` names the main `.git` (trusted: it was protected)
+/// makes git read the main index against `x/`, so a second gitlink `y` in it means `x/y`, a
+/// repository the command made; and the indexes of linked worktrees (in `.git/worktrees/`,
+/// the command's to write) were not read at all. Both had the host's `git status` run the
+/// planted `core.fsmonitor`. Gitlinks are now followed as git follows them.
+#[test]
+fn gitlinks_are_followed_as_git_follows_them_through_trusted_git_dirs_and_worktrees() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| git_as_t(&env, &project, args);
+    git(&["init", "-q"]);
+    write(&project.join("a.txt"), "hello\n");
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "init"]);
+    git(&["worktree", "add", "-q", "wt"]);
+    write(&project.join(".git/info/exclude"), "wt/\n");
+    let marker = env.root().join("fsmonitor-ran");
+    let plant = |dir: &str| {
+        format!(
+            "git init -q {dir} && (cd {dir} && echo n > n && git add n && git commit -qm n && \
+             printf '[core]\\n\\tfsmonitor = \"touch {marker}; false\"\\n' >> .git/config)",
+            marker = marker.display()
+        )
+    };
+    let script = format!(
+        r#"set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a
+c=$(git rev-parse HEAD)
+mkdir -p x && printf 'gitdir: ../.git\n' > x/.git
+{x_y}
+git update-index --add --cacheinfo 160000,$c,x --cacheinfo 160000,$c,y
+{wt_nested}
+(cd wt && git add nested)
+echo planted"#,
+        x_y = plant("x/y"),
+        wt_nested = plant("wt/nested"),
+    );
+    let out = sh(&env, &project, &[], &script);
+    assert!(out.stdout.contains("planted"), "{out:?}");
+    assert!(!project.join("x/y/.git").exists(), "{out:?}");
+    assert!(!project.join("wt/nested/.git").exists(), "{out:?}");
+    git(&["status", "--porcelain"]);
+    git(&["diff"]);
+    git_as_t(&env, &project.join("wt"), &["status", "--porcelain"]);
+    assert!(!marker.exists(), "the host's git ran the planted fsmonitor");
+    // The main `.git` as `x`'s git dir stays: the repository is the user's.
+    assert!(project.join(".git/config").is_file());
+
+    // A gitlink naming a repository the command did not make (the user's own, in a linked
+    // worktree outside the project, read-only in the sandbox): the repository stays, the
+    // index the command wrote the gitlink into is moved aside.
+    let outside = env.root().join("wt2");
+    git(&["worktree", "add", "-q", outside.to_str().unwrap()]);
+    let lib = outside.join("lib");
+    git_as_t(&env, &outside, &["init", "-q", "lib"]);
+    git_as_t(&env, &lib, &["commit", "-q", "--allow-empty", "-m", "l"]);
+    // Older than the run by more than the filesystem clock's margin.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let script = format!(
+        "set -e\nc=$(git -C {lib} rev-parse HEAD)\nGIT_DIR=.git/worktrees/wt2 \
+         GIT_INDEX_FILE=.git/worktrees/wt2/index git update-index --add --cacheinfo \
+         160000,$c,lib\necho planted",
+        lib = lib.display()
+    );
+    let out = sh(&env, &project, &[], &script);
+    assert!(out.stdout.contains("planted"), "{out:?}");
+    assert!(out.stderr.contains("names"), "{out:?}");
+    assert!(
+        lib.join(".git/HEAD").is_file(),
+        "the user's repository was moved: {out:?}"
+    );
+    assert!(
+        !project.join(".git/worktrees/wt2/index").exists(),
+        "{out:?}"
+    );
+}
+
 /// Red-team round 18 (HIGH): the entry of a file the command never touched pointed at a new
 /// blob (with an assume-unchanged mark, or the file's own stat data) and a commit made of it:
 /// `git status` stayed clean, and the user's next `git commit -a` and push carried the blob

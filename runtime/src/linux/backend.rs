@@ -315,7 +315,7 @@ impl Sandbox for LinuxSandbox {
         super::gitrefs::final_check(&self.git_dirs, &self.git_overrides);
         super::watch::final_head_check(&self.heads_before);
         // Before an index may be moved aside (its gitlinks are what it names).
-        super::watch::final_submodule_check(&self.git_dirs);
+        super::watch::final_submodule_check(&self.git_dirs, self.started);
         super::watch::final_index_check(&self.git_dirs, self.started, &self.indexes_before);
         if let Some(net) = &self.network {
             for line in crate::net::service::blocked_summary(&net.events.events()) {

@@ -816,32 +816,53 @@ pub fn final_head_check(before: &[(std::path::PathBuf, Vec<u8>)]) -> bool {
     repaired
 }
 
-/// After the sandbox ended: the populated submodules of each main repository (a gitlink entry
-/// in the index and a `.git` at its path) must use a git dir that was there, protected, when
-/// the run started. The host's `git status` looks into every populated gitlink with that git
-/// dir's config, so a command that planted a git dir (hidden in `.git/objects/info/`, say),
+/// After the sandbox ended: the populated submodules the host's git will look into (a gitlink
+/// entry in an index and a `.git` at its path) must use a git dir that was there, protected,
+/// when the run started. The host's `git status` looks into every populated gitlink with that
+/// git dir's config, so a command that planted a git dir (hidden in `.git/objects/info/`, say),
 /// a gitlink to it and its `.git` file had `git status` run the `core.fsmonitor` it chose
-/// (red-team round 18). Such a `.git` is moved aside. Returns whether one was.
-pub fn final_submodule_check(git_dirs: &[std::path::PathBuf]) -> bool {
+/// (red-team round 18).
+///
+/// Followed the way git follows them (`GIT_DIR=.git` in the submodule's directory): a trusted
+/// git dir's index is read against the work tree git gives it there — its `core.worktree`,
+/// or else the submodule's directory — and its gitlinks in turn, from the main repositories,
+/// every linked worktree and every submodule. A `sub/.git` naming the main `.git` makes git
+/// read the main index against `sub/`, and a gitlink `y` in it then means `sub/y` (red-team
+/// round 20); a linked worktree's index is the command's to write as well.
+///
+/// An untrusted `.git` made during the run is moved aside; one that was there before (the
+/// user's own repository, which the command cannot have planted) stays, and the index that
+/// names it is moved aside instead (`git reset` rebuilds it). Returns whether anything was.
+pub fn final_submodule_check(
+    git_dirs: &[std::path::PathBuf],
+    since: std::time::SystemTime,
+) -> bool {
     use std::os::unix::ffi::OsStrExt;
+    // Trusted: the git dirs protected when the run started. Followed from: those and the
+    // linked worktrees there are now (their indexes are the command's to write).
+    let all = with_worktrees(git_dirs);
     let known: Vec<std::path::PathBuf> = git_dirs
         .iter()
         .filter_map(|d| std::fs::canonicalize(d).ok())
         .collect();
+    // (git dir, the work tree git reads its index against), to visit.
+    let mut todo: Vec<(std::path::PathBuf, std::path::PathBuf)> = all
+        .iter()
+        .filter_map(|dir| Some((dir.clone(), own_worktree(dir)?)))
+        .collect();
+    let mut seen = std::collections::HashSet::new();
     let mut blocked = false;
-    // Every protected git dir with a work tree: main repositories (the parent) and
-    // submodules (`core.worktree` in their protected config) — a gitlink in a submodule's
-    // index is looked into by `git status` just the same (round 19).
-    let with_worktrees = git_dirs.iter().filter_map(|dir| {
-        if dir.file_name() == Some(std::ffi::OsStr::new(".git")) {
-            return Some((dir, dir.parent()?.to_path_buf()));
+    while let Some((dir, worktree)) = todo.pop() {
+        let key = (
+            std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone()),
+            std::fs::canonicalize(&worktree).unwrap_or_else(|_| worktree.clone()),
+        );
+        // Bounded: each (git dir, work tree) pair once, and only so many.
+        if !seen.insert(key) || seen.len() > MAX_SUBMODULE_VISITS {
+            continue;
         }
-        let worktree = super::plan::module_worktree(&crate::policy::fsview::RealFs, dir)?;
-        Some((dir, worktree))
-    });
-    for (dir, worktree) in with_worktrees {
-        let worktree = worktree.as_path();
-        for name in super::gitindex::gitlinks(&dir.join("index")) {
+        let index = dir.join("index");
+        for name in super::gitindex::gitlinks(&index) {
             if super::gitindex::unsafe_path(&name, false).is_some() {
                 continue;
             }
@@ -861,22 +882,75 @@ pub fn final_submodule_check(git_dirs: &[std::path::PathBuf]) -> bool {
                 None
             };
             let trusted = gitdir
+                .as_ref()
                 .and_then(|g| std::fs::canonicalize(g).ok())
-                .is_some_and(|g| known.contains(&g));
-            if trusted {
+                .filter(|g| known.contains(g));
+            if let Some(g) = trusted {
+                // git runs in `sub` with GIT_DIR=.git: the work tree is the git dir's
+                // core.worktree, or `sub` itself.
+                let next = super::plan::module_worktree(&crate::policy::fsview::RealFs, &g)
+                    .unwrap_or_else(|| sub.clone());
+                todo.push((g, next));
                 continue;
             }
             blocked = true;
-            let what = move_aside(&dotgit, false);
-            eprintln!(
-                "warden: blocked: the submodule {} uses a git dir that was not there (and \
-                 protected) when the run started: the host's `git status` would run what its \
-                 config names; its .git is {what} (`git submodule update` sets it up again)",
-                sub.display()
-            );
+            if made_since(&meta, since) {
+                let what = move_aside(&dotgit, false);
+                eprintln!(
+                    "warden: blocked: the submodule {} uses a git dir that was not there (and \
+                     protected) when the run started: the host's `git status` would run what \
+                     its config names; its .git is {what} (`git submodule update` sets it up \
+                     again)",
+                    sub.display()
+                );
+            } else {
+                let what = move_aside(&index, false);
+                eprintln!(
+                    "warden: blocked: the index {} names {} as a submodule, a repository of \
+                     its own the host's `git status` would look into with its config; the \
+                     index is {what} (`git reset` rebuilds it)",
+                    index.display(),
+                    sub.display()
+                );
+                break; // this index is gone: nothing more of it to follow
+            }
         }
     }
     blocked
+}
+
+/// Pairs of (git dir, work tree) the submodule check follows at most.
+const MAX_SUBMODULE_VISITS: usize = 256;
+
+/// The work tree a protected git dir has on its own: a main repository's is its parent, a
+/// linked worktree's is where its `gitdir` file (read-only in the sandbox) says, a
+/// submodule's is its `core.worktree`.
+fn own_worktree(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    if dir.file_name() == Some(std::ffi::OsStr::new(".git")) {
+        return Some(dir.parent()?.to_path_buf());
+    }
+    if dir.parent().and_then(std::path::Path::file_name) == Some(std::ffi::OsStr::new("worktrees"))
+    {
+        let text =
+            crate::policy::fsview::read_regular_file_nofollow(&dir.join("gitdir"), 4096).ok()?;
+        let text = String::from_utf8_lossy(&text);
+        let dotgit = dir.join(text.trim_end_matches(['\n', '\r']));
+        return Some(dotgit.parent()?.to_path_buf());
+    }
+    super::plan::module_worktree(&crate::policy::fsview::RealFs, dir)
+}
+
+/// Whether an entry was made or changed at or after `since` (its ctime; a command cannot set
+/// one in the past). The filesystem's clock lags the system's by up to a tick: a margin of
+/// 50 ms counts an entry made just before the start as made during the run.
+fn made_since(meta: &std::fs::Metadata, since: std::time::SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    let ctime = meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128;
+    ctime >= since - 50_000_000
 }
 
 /// The git dir a `.git` file names, read as git reads it (`read_gitfile_gently`): trailing
