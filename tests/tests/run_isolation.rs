@@ -586,7 +586,9 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
         &[],
         "mkdir -p .claude && echo '{\"hooks\":{}}' > .claude/settings.json; \
          echo x > .vscode/tasks.json; echo x > .git/hooks/pre-commit; mkdir .git/hooks/sub; \
-         rmdir .cursor; mv .idea .idea2; echo end",
+         rmdir .cursor; mv .idea .idea2; \
+         for d in .gemini .zed .helix .kiro .roo .amazonq .continue .windsurf .devcontainer; do \
+         mkdir -p $d/x; echo '{}' > $d/settings.json; done; echo end",
     );
     assert!(out.stdout.contains("end"), "{out:?}");
     // Nothing was created, and the placeholders are gone again.
@@ -599,6 +601,16 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
         ".warden",
         ".codex",
         ".git/hooks",
+        // Other agents' and editors' project config (red-team round 20).
+        ".gemini",
+        ".zed",
+        ".helix",
+        ".kiro",
+        ".roo",
+        ".amazonq",
+        ".continue",
+        ".windsurf",
+        ".devcontainer",
     ] {
         assert!(
             !p.join(name).exists(),

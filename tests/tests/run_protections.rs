@@ -762,6 +762,24 @@ fn start_up_files_in_a_writable_home_are_protected() {
             "echo 'touch /tmp/pwned' > .pyenv/shims/python3",
         ),
         ("yarnrc", "echo 'yarnPath: x.js' > .yarnrc.yml"),
+        // Red-team round 20: more files and directories other programs run.
+        ("xsession", "echo 'touch /tmp/pwned' > .xsession"),
+        ("sbt", "mkdir -p .sbt/1.0 && echo x > .sbt/1.0/global.sbt"),
+        (
+            "julia",
+            "mkdir -p .julia/config && echo x > .julia/config/startup.jl",
+        ),
+        (
+            "jupyter",
+            "mkdir -p .jupyter && echo x > .jupyter/jupyter_config.py",
+        ),
+        (
+            "gemini",
+            "mkdir -p .gemini && echo '{}' > .gemini/settings.json",
+        ),
+        ("bunfig", "echo 'preload = [\"x.ts\"]' > .bunfig.toml"),
+        ("sqliterc", "echo '.shell touch /tmp/pwned' > .sqliterc"),
+        ("mongoshrc", "echo x > .mongoshrc.js"),
     ]) + "echo x > notes.txt && echo wrote-notes";
     let out = sh(&env, &home, &[], &script);
     assert_eq!(out.code, 0, "{out:?}");
@@ -775,6 +793,14 @@ fn start_up_files_in_a_writable_home_are_protected() {
             "inputrc",
             "pyenv-shim",
             "yarnrc",
+            "xsession",
+            "sbt",
+            "julia",
+            "jupyter",
+            "gemini",
+            "bunfig",
+            "sqliterc",
+            "mongoshrc",
         ],
     );
     assert!(out.stdout.contains("wrote-notes"), "{out:?}");
@@ -789,6 +815,14 @@ fn start_up_files_in_a_writable_home_are_protected() {
         ".inputrc",
         ".pyenv/shims/python3",
         ".yarnrc.yml",
+        ".xsession",
+        ".sbt",
+        ".julia",
+        ".jupyter",
+        ".gemini",
+        ".bunfig.toml",
+        ".sqliterc",
+        ".mongoshrc.js",
     ] {
         assert!(!home.join(p).exists(), "{p} was written or left behind");
     }

@@ -140,7 +140,21 @@ pub enum PlanError {
 /// root: each would let a command leave config that runs code outside the sandbox later
 /// (Claude Code hooks, VS Code tasks, ...). Empty directories are harmless to every tool.
 pub const PLACEHOLDER_DIRS: &[&str] = &[
-    ".claude", ".codex", ".cursor", ".vscode", ".idea", ".warden",
+    ".claude",
+    ".codex",
+    ".cursor",
+    ".vscode",
+    ".idea",
+    ".warden",
+    ".gemini",
+    ".zed",
+    ".helix",
+    ".kiro",
+    ".roo",
+    ".amazonq",
+    ".continue",
+    ".windsurf",
+    ".devcontainer",
 ];
 
 /// Directories skipped by the protected-file search (large and never holding agent config).

@@ -25,6 +25,8 @@ pub const PROTECTED_FILES: &[&str] = &[
     ".gitmodules",
     ".ripgreprc",
     ".mcp.json",
+    // opencode's project config (`mcp` servers, commands); red-team round 20.
+    "opencode.json",
 ];
 
 /// Directory names protected with everything below them.
@@ -37,6 +39,19 @@ pub const PROTECTED_DIRS: &[&str] = &[
     ".idea",
     ".warden",
     "LaunchAgents",
+    // Other agents' and editors' project config that runs commands when the tool opens the
+    // project: MCP servers (Gemini CLI, Kiro, Roo, Amazon Q, Continue, Windsurf), language
+    // servers (Zed, Helix), a dev container's `initializeCommand` (run on the host); red-team
+    // round 20.
+    ".gemini",
+    ".zed",
+    ".helix",
+    ".kiro",
+    ".roo",
+    ".amazonq",
+    ".continue",
+    ".windsurf",
+    ".devcontainer",
 ];
 
 /// Whether `dir` is a git dir as git itself decides: `HEAD`, `objects/` and `refs/` (a
@@ -91,6 +106,14 @@ pub const HOME_STARTUP_FILES: &[&str] = &[
     ".psqlrc",
     ".wezterm.lua",
     ".config/starship.toml",
+    // Run at X login; bun's `preload`; sqlite's `.shell`; mongosh's JavaScript; GHCi and
+    // Octave start-up code (red-team round 20).
+    ".xsession",
+    ".bunfig.toml",
+    ".sqliterc",
+    ".mongoshrc.js",
+    ".ghci",
+    ".octaverc",
 ];
 
 /// Directories in the home directory whose contents run on the host: on `PATH` (`.local/bin`,
@@ -138,6 +161,16 @@ pub const HOME_STARTUP_DIRS: &[&str] = &[
     ".config/gh",
     ".config/Cursor",
     ".config/VSCodium",
+    // sbt's global plugins and settings, Julia's `startup.jl`, Jupyter's `*_config.py`, Gemini
+    // CLI's user settings (MCP servers), and the XDG configs of opencode, Zed and Helix
+    // (red-team round 20).
+    ".sbt",
+    ".julia/config",
+    ".jupyter",
+    ".gemini",
+    ".config/opencode",
+    ".config/zed",
+    ".config/helix",
 ];
 
 /// What a protection hit is, for reasons and rule references.
