@@ -265,8 +265,12 @@ impl Drop for Relay {
 /// round 13; iTerm2's `1337` also writes files and the clipboard, kitty's `5522` the
 /// clipboard). The number is read as terminals read it (`052` is 52), and an OSC may start
 /// with `ESC ]`, the C1 byte 0x9d or its UTF-8 form `C2 9D` (terminals that honour C1
-/// controls; red-team round 15 passed `052` and both C1 forms through). Everything else passes
-/// unchanged; a sequence split across writes is followed across them.
+/// controls; red-team round 15 passed `052` and both C1 forms through). Red-team round 20:
+/// window operations that report the title (`CSI 21 t`: text the command set, typed into the
+/// caller's input) or move and resize the window are dropped (csi_passes), and so are DCS
+/// strings other than sixel graphics (DECRQSS, XTGETTCAP, DECUDK's key programming:
+/// dcs_passes) and APC, PM and SOS strings, in `ESC`, raw C1 and UTF-8 C1 form. Everything
+/// else passes unchanged; a sequence split across writes is followed across them.
 #[derive(Default)]
 pub(crate) struct ClipboardFilter {
     state: ClipState,
@@ -287,6 +291,13 @@ enum ClipState {
     C2,
     /// Reading the OSC's number.
     OscNumber,
+    /// Reading a CSI's parameters and intermediates (held in `pending`) up to its final byte.
+    Csi,
+    /// A CSI too long to hold: dropped up to its final byte.
+    CsiDrop,
+    /// Reading a DCS's parameters and intermediates (held) up to its final byte, which says
+    /// what the string is.
+    DcsHead,
     /// Inside an OSC that passes; `true` after an `ESC` or `C2` in it.
     Pass(bool),
     /// Inside an OSC that is dropped; `true` after an `ESC` or `C2` in it.
@@ -327,6 +338,52 @@ fn osc_passes(number: u32) -> bool {
     matches!(number, 0..=2 | 4 | 7 | 8 | 10..=19 | 104 | 110..=119 | 133 | 633)
 }
 
+/// Longest CSI or DCS head held (parameters and intermediates); a longer one is dropped.
+const HEAD_MAX: usize = 64;
+
+/// Whether a whole CSI sequence (`seq`: introducer, parameters, intermediates, final byte)
+/// may reach the terminal. All do but xterm's window operations (`CSI Ps ; ... t`) other
+/// than the size reports (11–19) and the title stack (22, 23): 20 and 21 report the icon
+/// label and the title — text the command set, which the terminal then "types" into the
+/// caller's input, after warden may have exited (red-team round 20) — and the rest move,
+/// resize, raise or iconify the caller's window. A `t` with a private marker (`CSI > Ps t`
+/// sets how titles are reported) or an intermediate is dropped too.
+fn csi_passes(seq: &[u8]) -> bool {
+    let Some((&last, head)) = seq.split_last() else {
+        return true;
+    };
+    if last != b't' {
+        return true;
+    }
+    let body = match head {
+        [0x1b, b'[', rest @ ..] | [0xc2, 0x9b, rest @ ..] | [0x9b, rest @ ..] => rest,
+        _ => return false,
+    };
+    if !body.iter().all(|b| b.is_ascii_digit() || *b == b';') {
+        return false;
+    }
+    let first = body.split(|b| *b == b';').next().unwrap_or_default();
+    let number = if first.is_empty() {
+        Some(0)
+    } else {
+        std::str::from_utf8(first)
+            .ok()
+            .and_then(|d| d.parse::<u32>().ok())
+    };
+    number.is_some_and(|n| matches!(n, 11..=19 | 22 | 23))
+}
+
+/// Whether a DCS whose head (`head`: introducer, parameters, intermediates, final byte) it is
+/// passes with its string: only sixel graphics (`q`, no intermediate). The rest are answered
+/// with data (DECRQSS `$q`, XTGETTCAP `+q`), program keys whose strings the terminal later
+/// types (DECUDK `|`), set termcap entries (`+p`), load fonts or restore state.
+fn dcs_passes(head: &[u8]) -> bool {
+    let Some((&last, rest)) = head.split_last() else {
+        return false;
+    };
+    last == b'q' && !rest.iter().any(|b| (0x20..=0x2f).contains(b))
+}
+
 impl ClipboardFilter {
     /// Appends to `out` what of `input` may reach the terminal.
     pub(crate) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
@@ -343,20 +400,46 @@ impl ClipboardFilter {
             // OSC; `]0 BS 52` is OSC 052): the control is let through ahead of the held
             // sequence (the terminal runs it either way), DEL dropped, and the sequence read
             // on as the terminal reads it (red-team round 17).
-            ClipState::Esc | ClipState::OscNumber if is_skipped_control(b) => {
+            ClipState::Esc
+            | ClipState::OscNumber
+            | ClipState::Csi
+            | ClipState::CsiDrop
+            | ClipState::DcsHead
+                if is_skipped_control(b) =>
+            {
                 if b != 0x7f {
                     out.push(b);
                 }
             }
-            ClipState::Esc => {
-                if b == b']' {
+            ClipState::Esc => match b {
+                b']' => {
                     self.pending.push(b);
                     self.state = ClipState::OscNumber;
-                } else {
+                }
+                b'[' => {
+                    self.pending.push(b);
+                    self.state = ClipState::Csi;
+                }
+                b'P' => {
+                    self.pending.push(b);
+                    self.state = ClipState::DcsHead;
+                }
+                // APC, PM and SOS: nothing a terminal shows as text; kitty's graphics (APC
+                // `G`) can make it read and delete files on the host. Dropped whole.
+                b'_' | b'^' | b'X' => {
+                    self.pending.clear();
+                    self.state = ClipState::Drop(false);
+                }
+                _ => {
                     out.append(&mut self.pending);
                     self.state = ClipState::Text;
                     self.text(b, out);
                 }
+            },
+            ClipState::Csi | ClipState::CsiDrop | ClipState::DcsHead => self.in_head(b, out),
+            ClipState::C2 if matches!(b, 0x90 | 0x98 | 0x9b | 0x9e | 0x9f) => {
+                self.pending.push(b);
+                self.introduced(b);
             }
             ClipState::C2 => {
                 if b == 0x9d {
@@ -412,6 +495,67 @@ impl ClipboardFilter {
         }
     }
 
+    /// The state after the C1 introducer `b` (held in `pending`, raw or after a `C2`).
+    fn introduced(&mut self, b: u8) {
+        self.state = match b {
+            0x9b => ClipState::Csi,
+            0x90 => ClipState::DcsHead,
+            _ => {
+                self.pending.clear();
+                ClipState::Drop(false)
+            }
+        };
+    }
+
+    /// A byte of a CSI, or of a DCS's head: parameters and intermediates are held up to the
+    /// final byte, which decides (csi_passes, dcs_passes). CAN and SUB abort the sequence,
+    /// `ESC` aborts it and starts another, and so does any byte past 0x7f (as text).
+    fn in_head(&mut self, b: u8, out: &mut Vec<u8>) {
+        match b {
+            0x20..=0x3f => {
+                if self.state == ClipState::CsiDrop {
+                    return;
+                }
+                if self.pending.len() >= HEAD_MAX {
+                    self.pending.clear();
+                    self.state = if self.state == ClipState::Csi {
+                        ClipState::CsiDrop
+                    } else {
+                        ClipState::Drop(false)
+                    };
+                    return;
+                }
+                self.pending.push(b);
+            }
+            0x40..=0x7e => {
+                let state = self.state;
+                self.pending.push(b);
+                let seq = std::mem::take(&mut self.pending);
+                self.state = ClipState::Text;
+                match state {
+                    ClipState::Csi if csi_passes(&seq) => out.extend_from_slice(&seq),
+                    ClipState::DcsHead if dcs_passes(&seq) => {
+                        out.extend_from_slice(&seq);
+                        self.state = ClipState::Pass(false);
+                    }
+                    ClipState::DcsHead => self.state = ClipState::Drop(false),
+                    _ => {}
+                }
+            }
+            0x1b => self.hold(b, ClipState::Esc),
+            0x18 | 0x1a => {
+                self.pending.clear();
+                self.state = ClipState::Text;
+                out.push(b);
+            }
+            _ => {
+                self.pending.clear();
+                self.state = ClipState::Text;
+                self.text(b, out);
+            }
+        }
+    }
+
     /// Holds `b` (an `ESC`, a `C2` or an introducer) in `pending`, in `state`.
     fn hold(&mut self, b: u8, state: ClipState) {
         self.pending.clear();
@@ -431,6 +575,12 @@ impl ClipboardFilter {
             0xc2 => self.hold(b, ClipState::C2),
             // A C1 OSC byte on its own (not inside a character).
             0x9d => self.hold(b, ClipState::OscNumber),
+            // The other C1 introducers on their own: CSI, DCS, SOS, PM, APC.
+            0x90 | 0x98 | 0x9b | 0x9e | 0x9f => {
+                self.pending.clear();
+                self.pending.push(b);
+                self.introduced(b);
+            }
             _ => {
                 self.utf8_left = continuation_bytes(b);
                 out.push(b);

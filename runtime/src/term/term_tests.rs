@@ -171,8 +171,8 @@ fn finish_shows_the_last_output_once_the_command_side_closes() {
 #[test]
 fn a_late_reply_to_the_commands_last_query_is_not_left_for_the_callers_shell() {
     let mut r = rig();
-    write(&r.command, b"\x1b[21t");
-    let _ = read_until(&r.user, "\x1b[21t", Duration::from_secs(2));
+    write(&r.command, b"\x1b[6n");
+    let _ = read_until(&r.user, "\x1b[6n", Duration::from_secs(2));
     let relay = r.relay.take().unwrap();
     let command = std::mem::replace(&mut r.command, openpty(None, None).unwrap().slave);
     drop(command);
@@ -280,6 +280,79 @@ fn clipboard_writes_are_dropped_and_everything_else_passes() {
     assert_eq!(run(&[title]), title);
     // An unterminated dropped OSC ends at the next ESC, which starts what follows.
     assert_eq!(run(&[b"\x1b]52;c;Y3Vy\x1b[0mok"]), b"\x1b[0mok");
+}
+
+/// Red-team round 20: title reports and window operations, DCS strings that are answered or
+/// program keys, and APC/PM/SOS strings are dropped in every introducer form; the CSI and DCS
+/// sequences programs draw with pass.
+#[test]
+fn title_reports_window_operations_and_answered_strings_are_dropped() {
+    let run = |chunks: &[&[u8]]| {
+        let mut f = ClipboardFilter::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            f.feed(c, &mut out);
+        }
+        out
+    };
+    let shows = |seq: &[u8], shown: &[u8]| {
+        assert_eq!(run(&[seq]), shown, "{:?}", String::from_utf8_lossy(seq));
+        let bytes: Vec<&[u8]> = seq.chunks(1).collect();
+        assert_eq!(run(&bytes), shown, "{:?}", String::from_utf8_lossy(seq));
+    };
+    let long = [&b"a\x1b["[..], &[b'1'; 100], b";21tb"].concat();
+    for seq in [
+        &b"a\x1b[21tb"[..],
+        b"a\x1b[20tb",
+        b"a\x1b[tb",
+        b"a\x1b[8;100;300tb",
+        b"a\x1b[3;0;0tb",
+        b"a\x1b[2tb",
+        b"a\x1b[48tb",
+        b"a\x1b[>0;1tb",
+        b"a\x1b[1 tb",
+        b"a\x9b21tb",
+        b"a\xc2\x9b21tb",
+        b"a\x1b[2\x081tb",
+        // DECRQSS (with a newline in it), XTGETTCAP, DECUDK, XTSETTCAP.
+        b"a\x1bP$q\"p\n\x1b\\b",
+        b"a\x1bP+q544e\x1b\\b",
+        b"a\x1bP0|17/6563686f\x1b\\b",
+        b"a\x90+q544e\x9cb",
+        b"a\xc2\x90$qm\xc2\x9cb",
+        b"a\x1bP+p544e\x1b\\b",
+        // APC (kitty graphics), PM, SOS.
+        b"a\x1b_Gf=100,t=f;L2V0Yy9wYXNzd2Q=\x1b\\b",
+        b"a\x9fGf=100\x9cb",
+        b"a\x1b^pm\x1b\\b",
+        b"a\x1bXsos\x1b\\b",
+        b"a\xc2\x98sos\xc2\x9cb",
+        // A head longer than held: dropped to its final byte.
+        &long,
+    ] {
+        let shown: &[u8] = if seq.contains(&0x08) {
+            b"a\x08b"
+        } else {
+            b"ab"
+        };
+        shows(seq, shown);
+    }
+    // What programs draw with: colours, cursor movement and reports, the size reports and
+    // title stack of `t`, sixel graphics.
+    for seq in [
+        &b"\x1b[1;31mred\x1b[0m"[..],
+        b"\x1b[6n",
+        b"\x1b[?25l\x1b[?1049h",
+        b"\x1b[14t\x1b[18t\x1b[22;0t\x1b[23;0t",
+        b"\x1b[>c",
+        b"\x1bPq#0;2;0;0;0#0~~@@vv@@~~$-\x1b\\x",
+        b"\x9b1mx",
+    ] {
+        shows(seq, seq);
+    }
+    // An ESC inside a CSI aborts it and starts what follows; CAN aborts it.
+    shows(b"\x1b[2\x1b[0mx", b"\x1b[0mx");
+    shows(b"\x1b[21\x18tx", b"\x18tx");
 }
 
 /// Red-team round 17: a query in C1 form (`C2 9B 6 n`, raw `9B 6 n`) gets a reply as `ESC [ 6
