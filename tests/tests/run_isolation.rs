@@ -339,6 +339,66 @@ fn sigterm_reaches_the_commands_handler() {
     assert_nothing_left(&env);
 }
 
+/// Red-team round 20: a command that ignores SIGTERM, or is stopped, kept warden running
+/// forever after a SIGTERM (a harness's `timeout` never ended it). A stopped command is
+/// continued and gets the SIGTERM; one that ignores it is killed, with everything it
+/// started, 10 s later; warden exits 143 either way.
+#[test]
+fn sigterm_ends_a_stopped_or_deaf_command_within_the_grace_period() {
+    let env = TestEnv::new();
+    let marker = env.project().join("still-running");
+    for (script, at_most) in [
+        (
+            "echo ready; kill -STOP $$; echo resumed",
+            Duration::from_secs(5),
+        ),
+        (
+            "trap '' TERM; echo ready; (trap '' TERM; while :; do touch still-running; \
+             sleep 0.1; done) & while :; do sleep 0.1; done",
+            Duration::from_secs(20),
+        ),
+    ] {
+        let mut child = env
+            .command()
+            .args(["run", "--", "sh", "-c", script])
+            .env("TMPDIR", run_base(&env))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut buf = [0u8; 6];
+        stdout.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ready\n");
+        std::thread::sleep(Duration::from_millis(200));
+        let sent = Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = child.wait().unwrap();
+        let took = sent.elapsed();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(status.code(), Some(143), "{script}: {err}");
+        assert!(took < at_most, "{script}: took {took:?}: {err}");
+        // Nothing of the sandbox runs on: the marker is no longer touched.
+        let _ = std::fs::remove_file(&marker);
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            !marker.exists(),
+            "{script}: a process of the sandbox outlived it"
+        );
+    }
+    assert_nothing_left(&env);
+}
+
 #[test]
 fn sigkill_of_warden_takes_the_sandbox_down_and_leaves_nothing() {
     let env = TestEnv::new();

@@ -28,6 +28,8 @@ pub const FORWARDED: &[Signal] = &[
     Signal::SIGWINCH,
     Signal::SIGUSR1,
     Signal::SIGUSR2,
+    // `fg` after a stop, and the supervisor's own after a SIGTERM (term_grace).
+    Signal::SIGCONT,
 ];
 
 /// The forwarded signals plus SIGCHLD.
@@ -95,16 +97,57 @@ pub fn run(plan: &Plan, go: std::os::fd::OwnedFd, net: Option<std::os::fd::Owned
 
 /// Waits for `child`, forwarding signals to it; returns its exit code.
 pub fn supervise(child: Pid, set: &SigSet) -> i32 {
-    supervise_with(child, set, &mut |_| false)
+    supervise_with(child, set, None, &mut |_| false)
+}
+
+/// How long the supervisor waits, after forwarding a SIGTERM, before it kills the sandbox
+/// (as `docker stop` does): a command that ignores SIGTERM, or is stopped, must not outlive a
+/// harness's timeout (red-team round 20: `timeout 10 warden run -- sh -c 'kill -STOP $$'`
+/// never ended).
+pub const TERM_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits up to `timeout` for a signal of `set` (all of them blocked); `None` when it passed.
+fn wait_signal(set: &SigSet, timeout: Option<std::time::Duration>) -> Option<Signal> {
+    let Some(timeout) = timeout else {
+        return set.wait().ok();
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: sigtimedwait reads the set and the timeout, both owned here, and writes no
+    // siginfo (null).
+    let n = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+    Signal::try_from(n).ok()
 }
 
 /// [`supervise`], offering each signal but SIGCHLD to `handled` first; one it takes is not
-/// forwarded.
-pub fn supervise_with(child: Pid, set: &SigSet, handled: &mut dyn FnMut(Signal) -> bool) -> i32 {
+/// forwarded. With `term_grace`, a forwarded SIGTERM is followed by a SIGCONT (a stopped
+/// command cannot act on it) and, when the child has not ended `term_grace` later, by
+/// SIGKILL — to the sandbox's pid 1, which takes every process of its namespace with it; the
+/// exit code is then 143, as for a command that ended on the SIGTERM.
+pub fn supervise_with(
+    child: Pid,
+    set: &SigSet,
+    term_grace: Option<std::time::Duration>,
+    handled: &mut dyn FnMut(Signal) -> bool,
+) -> i32 {
+    let mut deadline: Option<std::time::Instant> = None;
+    let mut killed = false;
     loop {
-        let sig = match set.wait() {
-            Ok(s) => s,
-            Err(_) => continue,
+        let timeout = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        if timeout.is_some_and(|t| t.is_zero()) {
+            deadline = None;
+            killed = true;
+            eprintln!(
+                "warden: the command did not end within {} s of SIGTERM: killing the sandbox",
+                term_grace.unwrap_or_default().as_secs()
+            );
+            let _ = kill(child, Signal::SIGKILL);
+            continue;
+        }
+        let Some(sig) = wait_signal(set, timeout) else {
+            continue;
         };
         if sig == Signal::SIGCHLD {
             loop {
@@ -113,7 +156,11 @@ pub fn supervise_with(child: Pid, set: &SigSet, handled: &mut dyn FnMut(Signal) 
                     Ok(status) => {
                         if status.pid() == Some(child) {
                             if let Some(code) = exit_code(status) {
-                                return code;
+                                return if killed {
+                                    128 + Signal::SIGTERM as i32
+                                } else {
+                                    code
+                                };
                             }
                         }
                     }
@@ -121,6 +168,11 @@ pub fn supervise_with(child: Pid, set: &SigSet, handled: &mut dyn FnMut(Signal) 
             }
         } else if !handled(sig) {
             let _ = kill(child, sig);
+            if let (Signal::SIGTERM, Some(grace), None, false) = (sig, term_grace, deadline, killed)
+            {
+                let _ = kill(child, Signal::SIGCONT);
+                deadline = Some(std::time::Instant::now() + grace);
+            }
         }
     }
 }

@@ -217,7 +217,8 @@ impl Sandbox {
         handled: &mut dyn FnMut(nix::sys::signal::Signal) -> bool,
     ) -> (i32, bool) {
         let set = signal_set();
-        let code = super::init::supervise_with(self.pid, &set, handled);
+        let code =
+            super::init::supervise_with(self.pid, &set, Some(super::init::TERM_GRACE), handled);
         let removed = match self.cgroup.take() {
             Some(cg) => cg.remove().is_ok(),
             None => true,
