@@ -1369,3 +1369,50 @@ fn a_thread_swapping_the_directory_under_a_refused_call_cannot_hide_it() {
          {buf_marked:?}"
     );
 }
+
+/// Red-team round 20: the sandbox's pid 1 runs as the command's user, so the kernel let the
+/// command lower pid 1's limits (`prlimit(1, RLIMIT_NOFILE, 3)`), and pid 1 keeps protections
+/// in place while the command runs. Setting another process's limits is refused (and
+/// recorded); reading them and setting one's own still work.
+#[test]
+fn the_command_cannot_lower_the_limits_of_the_sandboxs_pid_1() {
+    if !ready("the_command_cannot_lower_the_limits_of_the_sandboxs_pid_1") {
+        return;
+    }
+    let env = TestEnv::new();
+    let violations = env.root().join("violations.jsonl");
+    let st = settings(&env, "");
+    let py = env.project().join("pl.py");
+    std::fs::write(
+        &py,
+        "import resource\n\
+         before = resource.prlimit(1, resource.RLIMIT_NOFILE)\n\
+         try:\n    resource.prlimit(1, resource.RLIMIT_NOFILE, (3, 3)); print('lowered')\n\
+         except OSError as e: print('refused', e.errno)\n\
+         print('same', resource.prlimit(1, resource.RLIMIT_NOFILE) == before)\n\
+         resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)); print('own ok')\n",
+    )
+    .unwrap();
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &st,
+            "--violations",
+            violations.to_str().unwrap(),
+        ],
+        "python3 pl.py",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("refused 1\n"), "{out:?}");
+    assert!(out.stdout.contains("same True\n"), "{out:?}");
+    assert!(out.stdout.contains("own ok\n"), "{out:?}");
+    let recs = records(&violations);
+    let found: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["operation"] == "prlimit64")
+        .collect();
+    assert_eq!(found.len(), 1, "{recs:#?}");
+    assert_eq!(found[0]["target"], "pid 1", "{recs:#?}");
+    assert_eq!(found[0]["layer"], "seccomp", "{recs:#?}");
+}

@@ -891,6 +891,15 @@ impl Classifier {
                     rec.target = process_target(nr, ev.family);
                     rec.layer = Some(layer);
                     rec.reason = Some(reason.to_string());
+                    // Another process's limits: warden's filter (linux/seccomp.rs).
+                    if nr == libc::SYS_prlimit64 && ev.family != 0 {
+                        rec.layer = Some(Layer::Seccomp);
+                        rec.reason = Some(
+                            "warden's filter refuses setting another process's limits (the \
+                             sandbox's pid 1 runs as the command's user)"
+                                .to_string(),
+                        );
+                    }
                     return Some(rec);
                 }
                 let Some((name, kind)) = seccomp_denied(nr) else {

@@ -299,6 +299,20 @@ fn rules(opts: &SeccompOptions) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Secco
         )?;
     }
 
+    // prlimit64(pid, resource, new, old) setting another process's limits (`new` not NULL,
+    // `pid` not 0): the sandbox's pid 1 runs as the command's uid, so the kernel lets the
+    // command lower its limits (red-team round 20: RLIMIT_NOFILE 3, RLIMIT_AS 1 MB), and pid
+    // 1 keeps protections in place while the command runs. Reading them stays allowed, and so
+    // does setting one's own through pid 0 (what setrlimit and `ulimit` do).
+    r.when(
+        libc::SYS_prlimit64,
+        vec![
+            dword(0, SeccompCmpOp::Ne, 0)?,
+            SeccompCondition::new(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
+                .map_err(SeccompError::Compile)?,
+        ],
+    )?;
+
     // personality(persona): allow only PER_LINUX and the query.
     r.when(
         libc::SYS_personality,
