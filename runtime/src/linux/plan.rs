@@ -139,23 +139,14 @@ pub enum PlanError {
 /// Agent and editor config directories masked by a placeholder when missing from a writable
 /// root: each would let a command leave config that runs code outside the sandbox later
 /// (Claude Code hooks, VS Code tasks, ...). Empty directories are harmless to every tool.
-pub const PLACEHOLDER_DIRS: &[&str] = &[
-    ".claude",
-    ".codex",
-    ".cursor",
-    ".vscode",
-    ".idea",
-    ".warden",
-    ".gemini",
-    ".zed",
-    ".helix",
-    ".kiro",
-    ".roo",
-    ".amazonq",
-    ".continue",
-    ".windsurf",
-    ".devcontainer",
-];
+/// Every protected directory name (`mandatory::PROTECTED_DIRS`) but `.ssh` (guarded in the
+/// home directory only) and macOS's `LaunchAgents`.
+pub fn placeholder_dirs() -> impl Iterator<Item = &'static str> {
+    PROTECTED_DIRS
+        .iter()
+        .copied()
+        .filter(|n| !matches!(*n, ".ssh" | "LaunchAgents"))
+}
 
 /// Directories skipped by the protected-file search (large and never holding agent config).
 const SEARCH_SKIP: &[&str] = &["node_modules", "target", ".cache", "vendor"];
@@ -330,7 +321,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
             placeholders.push(Placeholder { path, dir });
         };
-        for name in PLACEHOLDER_DIRS {
+        for name in placeholder_dirs() {
             missing(root.join(name), true);
         }
         // Missing hooks directories: the repository's, its submodules' (`git submodule

@@ -194,22 +194,25 @@ fn a_late_reply_to_the_commands_last_query_is_not_left_for_the_callers_shell() {
     );
 }
 
+/// What the output filter lets through of `chunks`, written one after the other.
+fn run(chunks: &[&[u8]]) -> Vec<u8> {
+    let mut f = ClipboardFilter::default();
+    let mut out = Vec::new();
+    for c in chunks {
+        f.feed(c, &mut out);
+    }
+    out
+}
+
+/// What reaches the terminal of `seq` is `shown`, written whole and a byte at a time.
+fn shows(seq: &[u8], shown: &[u8]) {
+    assert_eq!(run(&[seq]), shown, "{:?}", String::from_utf8_lossy(seq));
+    let bytes: Vec<&[u8]> = seq.chunks(1).collect();
+    assert_eq!(run(&bytes), shown, "{:?}", String::from_utf8_lossy(seq));
+}
+
 #[test]
 fn clipboard_writes_are_dropped_and_everything_else_passes() {
-    let run = |chunks: &[&[u8]]| {
-        let mut f = ClipboardFilter::default();
-        let mut out = Vec::new();
-        for c in chunks {
-            f.feed(c, &mut out);
-        }
-        out
-    };
-    // What reaches the terminal of `seq`, written whole and a byte at a time.
-    let shows = |seq: &[u8], shown: &[u8]| {
-        assert_eq!(run(&[seq]), shown, "{:?}", String::from_utf8_lossy(seq));
-        let bytes: Vec<&[u8]> = seq.chunks(1).collect();
-        assert_eq!(run(&bytes), shown, "{:?}", String::from_utf8_lossy(seq));
-    };
     // OSC 52 with BEL and with ST, whole and split at every byte.
     let bel = b"a\x1b]52;c;Y3VybCBldmlsfHNo\x07b";
     let st = b"a\x1b]52;c;Y3VybA==\x1b\\b";
@@ -287,19 +290,6 @@ fn clipboard_writes_are_dropped_and_everything_else_passes() {
 /// sequences programs draw with pass.
 #[test]
 fn title_reports_window_operations_and_answered_strings_are_dropped() {
-    let run = |chunks: &[&[u8]]| {
-        let mut f = ClipboardFilter::default();
-        let mut out = Vec::new();
-        for c in chunks {
-            f.feed(c, &mut out);
-        }
-        out
-    };
-    let shows = |seq: &[u8], shown: &[u8]| {
-        assert_eq!(run(&[seq]), shown, "{:?}", String::from_utf8_lossy(seq));
-        let bytes: Vec<&[u8]> = seq.chunks(1).collect();
-        assert_eq!(run(&bytes), shown, "{:?}", String::from_utf8_lossy(seq));
-    };
     let long = [&b"a\x1b["[..], &[b'1'; 100], b";21tb"].concat();
     for seq in [
         &b"a\x1b[21tb"[..],
