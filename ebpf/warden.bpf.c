@@ -464,13 +464,15 @@ static __always_inline void fd_change_enter(long nr)
 		if (!c)
 			return;
 	}
+	/* Counted first: a change whose exit cannot be noted (no pending slot) leaves the table
+	 * "changing" for good, so its records are marked, never clean. */
+	__sync_fetch_and_add(&c->started, 1);
 	struct pending *p = bpf_task_storage_get(&pending_files, bpf_get_current_task_btf(), 0,
 						 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!p) {
 		count_drop(DROP_PENDING);
 		return;
 	}
-	__sync_fetch_and_add(&c->started, 1);
 	p->ev.kind = 0; /* no file call: the BPF LSM programs leave it alone */
 	p->files = key;
 	p->nr = nr;

@@ -53,7 +53,14 @@ fn results(shown: &str) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for line in shown.lines() {
         if let Some(json) = line.trim_start_matches('\r').strip_prefix("RESULT ") {
-            let v: Value = serde_json::from_str(json.trim_end_matches('\r'))
+            // JSON text holds no raw control characters: the line ends at the first one (an
+            // approval question can follow a line whose newline the terminal gets later, as
+            // the pty delivered the two apart).
+            let json = json
+                .split(|c: char| c.is_control())
+                .next()
+                .unwrap_or_default();
+            let v: Value = serde_json::from_str(json)
                 .unwrap_or_else(|e| panic!("bad RESULT line {line:?}: {e}"));
             for (k, v) in v.as_object().unwrap() {
                 out.insert(k.clone(), v.clone());
