@@ -209,6 +209,8 @@ extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 #define NR_removexattrat 466
 #define NR_bind 49
 #define NR_ioctl 16
+#define NR_setpriority 141
+#define NR_process_madvise 440
 #define NR_execve 59
 #define NR_execveat 322
 #define SYSCALL_NR(regs) ((regs)->orig_ax)
@@ -811,12 +813,19 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
 	return 0;
 }
 
+/* The calls whose EACCES is a refusal of the sandbox's (round 20): `setpriority` raising a
+ * priority without CAP_SYS_NICE, `process_madvise` without ptrace access to the target. */
+static __always_inline bool eacces_refusal(long nr, long ret)
+{
+	return ret == -EACCES && (nr == NR_setpriority || nr == NR_process_madvise);
+}
+
 /* A refusal at syscall entry by seccomp skips sys_enter but not sys_exit: an EPERM with no
- * pending record is reported with the call's number and first argument, and userspace keeps
- * those of the calls warden's filter denies. */
+ * pending record (or one of the EACCES above) is reported with the call's number and its
+ * first two arguments, and userspace keeps those of the calls it knows as refusals. */
 static __always_inline void unobserved_exit(struct pt_regs *regs, long nr, long ret)
 {
-	if (ret != -EPERM)
+	if (ret != -EPERM && !eacces_refusal(nr, ret))
 		return;
 	__u64 cg = watched_cgroup();
 	if (!cg)
@@ -826,6 +835,9 @@ static __always_inline void unobserved_exit(struct pt_regs *regs, long nr, long 
 		return;
 	p->ev.flags = (__u64)nr;
 	p->ev.family = (__u16)arg(regs, 0);
+	/* The first two arguments whole (`family` keeps the first's low bits, as before). */
+	__u64 args[2] = { arg(regs, 0), arg(regs, 1) };
+	__builtin_memcpy(p->ev.addr, args, sizeof(args));
 	/* A call of another ABI (warden's filter refuses them all): x32 numbers carry
 	 * __X32_SYSCALL_BIT, an i386 call (int 0x80) runs with TS_COMPAT set. */
 	p->ev.port = 0;
@@ -883,10 +895,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		}
 		return 0;
 	}
-	/* A seccomp refusal (EPERM) is looked at whatever the call; otherwise only the calls in
-	 * which the cgroup connect hooks run can have a pending connect. Every other call of
-	 * every process leaves here. */
-	if (ret != -EPERM && !may_have_connect(nr))
+	/* A seccomp refusal (EPERM, or one of the EACCES refusals) is looked at whatever the
+	 * call; otherwise only the calls in which the cgroup connect hooks run can have a pending
+	 * connect. Every other call of every process leaves here. */
+	if (ret != -EPERM && !may_have_connect(nr) && !eacces_refusal(nr, ret))
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *p = bpf_map_lookup_elem(&pending_calls, &tid);

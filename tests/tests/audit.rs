@@ -1067,6 +1067,111 @@ fn refusals_of_other_processes_and_of_higher_limits_are_recorded() {
     assert_eq!(raw["layer"], "dac", "{raw:#}");
 }
 
+/// Red-team round 20: a capability the sandbox cannot raise (`capset`), a higher priority
+/// (`setpriority` answers EACCES), pid 1's CPU affinity and memory advice (`process_madvise`
+/// answers EACCES) went unrecorded, and a `kcmp` record named only the caller.
+const ROUND20_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/kcmp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+static void show(const char *what, long rc) { printf("%s %ld %d\n", what, rc, rc < 0 ? errno : 0); }
+int main(void) {
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2] = { { ~0u, ~0u, 0 }, { ~0u, ~0u, 0 } };
+    show("capset", syscall(SYS_capset, &h, d));
+    show("setpriority", setpriority(PRIO_PROCESS, 0, -5));
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    show("sched_setaffinity", sched_setaffinity(1, sizeof set, &set));
+    int pidfd = (int)syscall(SYS_pidfd_open, 1, 0);
+    static char page[4096];
+    struct iovec iov = { page, sizeof page };
+    show("process_madvise", syscall(SYS_process_madvise, pidfd, &iov, 1, MADV_COLD, 0));
+    printf("me %d\n", getpid());
+    show("kcmp", syscall(SYS_kcmp, getpid(), 1, KCMP_FILE, 0, 0));
+    return 0;
+}
+"#;
+
+#[test]
+fn round_20_refusals_of_capabilities_priorities_and_pid_1_are_recorded() {
+    if !ready("round_20_refusals_of_capabilities_priorities_and_pid_1_are_recorded") {
+        return;
+    }
+    let env = TestEnv::new();
+    compile_c(&env, "round20", ROUND20_C);
+    let violations = env.root().join("violations.jsonl");
+    let st = settings(&env, "");
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &st,
+            "--violations",
+            violations.to_str().unwrap(),
+        ],
+        "./round20",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    // What the kernel answered, seen by the command: EPERM (1) or EACCES (13).
+    for (call, errno) in [
+        ("capset", 1),
+        ("setpriority", 13),
+        ("sched_setaffinity", 1),
+        ("process_madvise", 13),
+        ("kcmp", 1),
+    ] {
+        assert!(
+            out.stdout.contains(&format!("{call} -1 {errno}\n")),
+            "{call} was not refused with {errno}: {out:?}"
+        );
+    }
+    let me: u32 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("me "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid printed: {out:?}"));
+    let recs = records(&violations);
+    let by_op = |op: &str| -> &Value {
+        let found: Vec<&Value> = recs.iter().filter(|r| r["operation"] == op).collect();
+        assert_eq!(found.len(), 1, "{op}: {recs:#?}");
+        found[0]
+    };
+    let capset = by_op("capset");
+    assert_eq!(capset["kind"], "syscall", "{capset:#}");
+    assert_eq!(capset["layer"], "dac", "{capset:#}");
+    assert_eq!(capset["errno"]["name"], "EPERM", "{capset:#}");
+    let prio = by_op("setpriority");
+    assert_eq!(prio["target"], "its own process", "{prio:#}");
+    assert_eq!(prio["errno"]["name"], "EACCES", "{prio:#}");
+    assert_eq!(prio["layer"], "dac", "{prio:#}");
+    let affinity = by_op("sched_setaffinity");
+    assert_eq!(affinity["kind"], "process", "{affinity:#}");
+    assert_eq!(affinity["target"], "pid 1", "{affinity:#}");
+    let madvise = by_op("process_madvise");
+    assert_eq!(madvise["kind"], "process", "{madvise:#}");
+    assert_eq!(madvise["errno"]["name"], "EACCES", "{madvise:#}");
+    assert!(
+        madvise["target"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("pidfd "),
+        "{madvise:#}"
+    );
+    let kcmp = by_op("kcmp");
+    assert_eq!(kcmp["target"], format!("pids {me} and 1"), "{kcmp:#}");
+}
+
 /// Red-team round 18: a thread with a working directory of its own (no CLONE_FS) below a deep
 /// directory, where the kernel's walk used to give up, failed a relative write through a
 /// link to /etc while the main thread sat in a directory `ignoreViolations` lists: the record

@@ -195,6 +195,17 @@ impl RawEvent {
         })
     }
 
+    /// A refused call's first two arguments (EV_SYSCALL: the kernel's record carries them
+    /// whole in `addr`).
+    pub fn args(&self) -> (u64, u64) {
+        let half = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&self.addr[i * 8..i * 8 + 8]);
+            u64::from_ne_bytes(b)
+        };
+        (half(0), half(1))
+    }
+
     /// The connect address (EV_CONNECT).
     pub fn ip(&self) -> Option<IpAddr> {
         match self.family {
@@ -558,6 +569,10 @@ pub fn is_proxy_endpoint(ip: IpAddr, port: u16) -> bool {
 /// allowed), AF_NETLINK but route, AF_PACKET, AF_VSOCK.
 const FILTERED_FAMILIES: [u16; 4] = [1, 16, 17, 40];
 
+/// Why changing another process's scheduling or priority failed.
+const OWNER: &str = "another process's scheduling can be changed only by its owner or with \
+                     CAP_SYS_NICE, which the sandbox dropped";
+
 /// Calls toward another process, or raising the sandbox's own limits, that fail with EPERM
 /// for a reason other than warden's filter (red-team round 15: they went unrecorded):
 /// `(name, layer, reason)`.
@@ -587,26 +602,36 @@ fn refused_elsewhere(nr: i64) -> Option<(&'static str, Layer, &'static str)> {
         libc::SYS_sched_setparam => ("sched_setparam", Layer::Dac, CAPS),
         libc::SYS_sched_setattr => ("sched_setattr", Layer::Dac, CAPS),
         libc::SYS_ioprio_set => ("ioprio_set", Layer::Dac, CAPS),
+        libc::SYS_sched_setaffinity => ("sched_setaffinity", Layer::Dac, OWNER),
         _ => return None,
     })
 }
 
 /// Calls neither warden's filter nor Landlock refuses that fail with EPERM in the sandbox
-/// because it holds no capability (red-team round 18: they went unrecorded).
-fn needs_capability(nr: i64) -> Option<&'static str> {
+/// because it holds no capability (red-team rounds 18 and 20: they went unrecorded), with
+/// the reason.
+fn needs_capability(nr: i64) -> Option<(&'static str, &'static str)> {
+    const ADMIN: &str = "needs a capability (CAP_SYS_CHROOT, CAP_SYS_ADMIN, CAP_SETGID) the \
+                         sandbox dropped";
     Some(match nr {
-        libc::SYS_chroot => "chroot",
-        libc::SYS_sethostname => "sethostname",
-        libc::SYS_setdomainname => "setdomainname",
-        libc::SYS_fanotify_init => "fanotify_init",
-        libc::SYS_setgroups => "setgroups",
+        libc::SYS_chroot => ("chroot", ADMIN),
+        libc::SYS_sethostname => ("sethostname", ADMIN),
+        libc::SYS_setdomainname => ("setdomainname", ADMIN),
+        libc::SYS_fanotify_init => ("fanotify_init", ADMIN),
+        libc::SYS_setgroups => ("setgroups", ADMIN),
+        libc::SYS_capset => (
+            "capset",
+            "the sandbox's processes hold no capabilities to raise (all dropped, bounding set \
+             emptied, no_new_privs)",
+        ),
         _ => return None,
     })
 }
 
-/// What a [`refused_elsewhere`] call aimed at, from its first argument (the kernel's record
-/// keeps its low 16 bits).
-fn process_target(nr: i64, arg0: u16) -> String {
+/// What a [`refused_elsewhere`] call aimed at, from its first two arguments.
+fn process_target(nr: i64, arg0: u64, arg1: u64) -> String {
+    // Arguments are C ints: a pid or a descriptor is the low 32 bits.
+    let (arg0, arg1) = (arg0 as u32 as i32, arg1 as u32 as i32);
     match nr {
         libc::SYS_pidfd_send_signal | libc::SYS_pidfd_getfd | libc::SYS_process_madvise => {
             format!("pidfd {arg0}")
@@ -616,11 +641,28 @@ fn process_target(nr: i64, arg0: u16) -> String {
         | libc::SYS_sched_setscheduler
         | libc::SYS_sched_setparam
         | libc::SYS_sched_setattr
+        | libc::SYS_sched_setaffinity
             if arg0 == 0 =>
         {
             "itself".to_string()
         }
-        libc::SYS_setpriority | libc::SYS_ioprio_set => format!("which {arg0}"),
+        // setpriority(which, who, prio), ioprio_set(which, who, prio): who 0 is the caller
+        // (or its process group, or its user).
+        libc::SYS_setpriority | libc::SYS_ioprio_set => {
+            let which = match (nr, arg0) {
+                (libc::SYS_setpriority, 0) | (libc::SYS_ioprio_set, 1) => "process",
+                (libc::SYS_setpriority, 1) | (libc::SYS_ioprio_set, 2) => "process group",
+                (libc::SYS_setpriority, 2) | (libc::SYS_ioprio_set, 3) => "user",
+                _ => return format!("which {arg0} who {arg1}"),
+            };
+            if arg1 == 0 {
+                format!("its own {which}")
+            } else {
+                format!("{which} {arg1}")
+            }
+        }
+        // kcmp(pid1, pid2, type, idx1, idx2): the caller is usually one of the two.
+        libc::SYS_kcmp => format!("pids {arg0} and {arg1}"),
         _ => format!("pid {arg0}"),
     }
 }
@@ -888,11 +930,16 @@ impl Classifier {
                 if let Some((name, layer, reason)) = refused_elsewhere(nr) {
                     rec.operation = name.to_string();
                     rec.kind = Kind::Process;
-                    rec.target = process_target(nr, ev.family);
+                    let (arg0, arg1) = ev.args();
+                    rec.target = process_target(nr, arg0, arg1);
                     rec.layer = Some(layer);
                     rec.reason = Some(reason.to_string());
+                    // setpriority: EACCES is a raise, EPERM a process of another owner.
+                    if nr == libc::SYS_setpriority && ev.ret == -libc::EPERM {
+                        rec.reason = Some(OWNER.to_string());
+                    }
                     // Another process's limits: warden's filter (linux/seccomp.rs).
-                    if nr == libc::SYS_prlimit64 && ev.family != 0 {
+                    if nr == libc::SYS_prlimit64 && arg0 as u32 != 0 {
                         rec.layer = Some(Layer::Seccomp);
                         rec.reason = Some(
                             "warden's filter refuses setting another process's limits (the \
@@ -903,16 +950,12 @@ impl Classifier {
                     return Some(rec);
                 }
                 let Some((name, kind)) = seccomp_denied(nr) else {
-                    let name = needs_capability(nr)?;
+                    let (name, reason) = needs_capability(nr)?;
                     rec.operation = name.to_string();
                     rec.kind = Kind::Syscall;
                     rec.target = name.to_string();
                     rec.layer = Some(Layer::Dac);
-                    rec.reason = Some(
-                        "needs a capability (CAP_SYS_CHROOT, CAP_SYS_ADMIN, CAP_SETGID) the \
-                         sandbox dropped"
-                            .to_string(),
-                    );
+                    rec.reason = Some(reason.to_string());
                     return Some(rec);
                 };
                 // socket(): warden's filter refuses only some families; an EPERM for

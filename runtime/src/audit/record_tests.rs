@@ -349,6 +349,56 @@ fn calls_refused_at_entry_are_seccomp_denials_of_the_filtered_calls_only() {
     assert!(refused_call(libc::SYS_setuid, 0).is_none());
 }
 
+/// A call refused for want of ownership, a capability or ptrace access, with its first two
+/// arguments whole as the kernel's record carries them.
+fn refused_with(nr: i64, ret: i32, arg0: u64, arg1: u64) -> ViolationRecord {
+    let mut addr = [0u8; 16];
+    addr[..8].copy_from_slice(&arg0.to_ne_bytes());
+    addr[8..].copy_from_slice(&arg1.to_ne_bytes());
+    classify(&Ev {
+        kind: EV_SYSCALL,
+        flags: nr as u64,
+        family: arg0 as u16,
+        addr,
+        ret,
+        comm: "python3",
+        ..Ev::default()
+    })
+    .unwrap_or_else(|| panic!("call {nr} not recorded"))
+}
+
+#[test]
+fn refused_calls_name_what_they_aimed_at_from_whole_arguments() {
+    // A pid past 65535 is no longer cut to its low 16 bits (70000 & 0xffff = 4464).
+    let r = refused_with(libc::SYS_kill, -1, 70_000, 15);
+    assert_eq!(r.target, "pid 70000");
+    // prlimit64 on pid 65536 is another process (its low 16 bits are 0: "itself" before).
+    let r = refused_with(libc::SYS_prlimit64, -1, 65_536, 7);
+    assert_eq!(r.layer, Some(Layer::Seccomp));
+    assert_eq!(r.target, "pid 65536");
+    let r = refused_with(libc::SYS_kcmp, -1, 12, 1);
+    assert_eq!(
+        (r.kind, r.target.as_str()),
+        (Kind::Process, "pids 12 and 1")
+    );
+    // setpriority: EACCES raising the caller's own priority, EPERM another owner's process.
+    let r = refused_with(libc::SYS_setpriority, -13, 0, 0);
+    assert_eq!(r.target, "its own process");
+    assert!(r.reason.unwrap().contains("CAP_SYS_NICE"));
+    let r = refused_with(libc::SYS_setpriority, -1, 1, 300);
+    assert_eq!(r.target, "process group 300");
+    assert!(r.reason.unwrap().contains("owner"));
+    let r = refused_with(libc::SYS_sched_setaffinity, -1, 1, 128);
+    assert_eq!((r.kind, r.target.as_str()), (Kind::Process, "pid 1"));
+    let r = refused_with(libc::SYS_process_madvise, -13, 3, 0);
+    assert_eq!((r.kind, r.target.as_str()), (Kind::Process, "pidfd 3"));
+    let r = refused_with(libc::SYS_capset, -1, 0x7fff_0000, 0x7fff_0010);
+    assert_eq!(
+        (r.kind, r.target.as_str(), r.layer),
+        (Kind::Syscall, "capset", Some(Layer::Dac))
+    );
+}
+
 #[test]
 fn a_denied_read_of_a_masked_file_is_the_mount_layer() {
     let r = classify(&file(1, -13, 0, "/home/u/.ssh/id_rsa")).unwrap();
