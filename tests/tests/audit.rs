@@ -1073,6 +1073,7 @@ fn refusals_of_other_processes_and_of_higher_limits_are_recorded() {
 const ROUND20_C: &str = r#"
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/kcmp.h>
 #include <sched.h>
@@ -1098,6 +1099,9 @@ int main(void) {
     show("process_madvise", syscall(SYS_process_madvise, pidfd, &iov, 1, MADV_COLD, 0));
     printf("me %d\n", getpid());
     show("kcmp", syscall(SYS_kcmp, getpid(), 1, KCMP_FILE, 0, 0));
+    /* Two names that are not UTF-8 and differ in one byte. */
+    show("ff", open("/etc/x\xff", O_WRONLY | O_CREAT, 0644));
+    show("fe", open("/etc/x\xfe", O_WRONLY | O_CREAT, 0644));
     return 0;
 }
 "#;
@@ -1170,6 +1174,13 @@ fn round_20_refusals_of_capabilities_priorities_and_pid_1_are_recorded() {
     );
     let kcmp = by_op("kcmp");
     assert_eq!(kcmp["target"], format!("pids {me} and 1"), "{kcmp:#}");
+    // Bytes that are not UTF-8 are escaped, so the two writes read differently, and the
+    // records say their text is not the path's exact bytes.
+    for name in [r"/etc/x\xff", r"/etc/x\xfe"] {
+        let rec = one(&recs, "file-write", name);
+        assert_eq!(rec["approximate"], true, "{rec:#}");
+        assert_eq!(rec["errno"]["name"], "EROFS", "{rec:#}");
+    }
 }
 
 /// Red-team round 18: a thread with a working directory of its own (no CLONE_FS) below a deep

@@ -21,6 +21,7 @@ use super::AuditError;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -537,7 +538,7 @@ pub fn classify(
             rec.kind = Kind::Process;
             rec.operation = "ptrace".into();
             let tracee = ev.flags & 0xffff_ffff;
-            rec.target = format!("pid {tracee} ({})", String::from_utf8_lossy(&ev.path));
+            rec.target = format!("pid {tracee} ({})", super::record::shown(&ev.path).0);
             rec.violation = true;
             rec.layer = Some(Layer::Lsm);
             rec.reason = Some(if denied {
@@ -578,9 +579,10 @@ pub fn classify(
                 OP_READ => "read".into(),
                 op => record::op_name(op).into(),
             };
-            rec.target = String::from_utf8_lossy(&ev.path).into_owned();
-            rec.detail =
-                (!ev.path2.is_empty()).then(|| String::from_utf8_lossy(&ev.path2).into_owned());
+            let (target, exact) = super::record::shown(&ev.path);
+            rec.target = target;
+            rec.approximate = !exact;
+            rec.detail = (!ev.path2.is_empty()).then(|| super::record::shown(&ev.path2).0);
             rec.violation = true;
             rec.layer = Some(Layer::Lsm);
             rec.reason = Some(if denied {
@@ -589,7 +591,8 @@ pub fn classify(
                 observed_reason(write)
             });
             if let Some(p) = policy {
-                record::attach_rule(p, rec, Path::new(&rec.target.clone()), write);
+                let path = Path::new(std::ffi::OsStr::from_bytes(&ev.path));
+                record::attach_rule(p, rec, path, write);
             }
         }
         _ => return None,

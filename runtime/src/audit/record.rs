@@ -223,8 +223,8 @@ impl RawEvent {
     /// A unix socket address as people write it: a path, or `@name` for an abstract one.
     pub fn unix_path(&self) -> String {
         match self.path.split_first() {
-            Some((0, name)) => format!("@{}", String::from_utf8_lossy(&cstr_abstract(name))),
-            Some(_) => String::from_utf8_lossy(&self.path).into_owned(),
+            Some((0, name)) => format!("@{}", shown(&cstr_abstract(name)).0),
+            Some(_) => shown(&self.path).0,
             None => "(unnamed)".to_string(),
         }
     }
@@ -817,7 +817,6 @@ impl Classifier {
         time: String,
         cwd: Option<&Path>,
     ) -> Option<ViolationRecord> {
-        let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let mut rec = ViolationRecord {
             time,
             sandbox: self.view.sandbox.clone(),
@@ -843,18 +842,14 @@ impl Classifier {
         };
         match ev.kind {
             EV_EXEC => {
-                let filename = lossy(&ev.path);
+                let filename = shown(&ev.path).0;
                 self.remember_exe(ev.pid, filename.clone());
                 rec.exe = Some(filename.clone());
                 rec.kind = Kind::Exec;
                 rec.violation = false;
                 rec.operation = "exec".into();
                 rec.target = filename;
-                let argv: Vec<String> = ev
-                    .path2
-                    .split(|&b| b == 0)
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect();
+                let argv: Vec<String> = ev.path2.split(|&b| b == 0).map(|a| shown(a).0).collect();
                 rec.detail = (!ev.path2.is_empty()).then(|| argv.join(" "));
                 rec.errno = None;
             }
@@ -1001,7 +996,9 @@ impl Classifier {
     /// Fills in a file record; `None` when the event is no violation (an ENOENT no mask
     /// caused).
     fn file(&self, ev: &RawEvent, rec: &mut ViolationRecord, cwd: Option<&Path>) -> Option<()> {
-        let raw = String::from_utf8_lossy(&ev.path).into_owned();
+        // The path's bytes as the kernel had them (not UTF-8 perhaps: round 20).
+        let raw = Path::new(std::ffi::OsStr::from_bytes(&ev.path));
+        let absolute_raw = ev.path.first() == Some(&b'/');
         let relative_to_fd = ev.flags & FL_RELATIVE != 0;
         // The kernel's own view of the working directory when it sent one; else what
         // userspace found (/proc/PID/cwd, while the process lived).
@@ -1010,26 +1007,30 @@ impl Classifier {
         let cwd = kernel_cwd.as_deref().or(cwd);
         let path = match cwd {
             // A call on a descriptor: the kernel named the descriptor's file itself.
-            Some(c) if raw.is_empty() && kernel_cwd.is_some() => c.to_path_buf(),
-            Some(c) if !raw.starts_with('/') && !relative_to_fd && !raw.is_empty() => {
-                lexical(&c.join(&raw))
+            Some(c) if ev.path.is_empty() && kernel_cwd.is_some() => c.to_path_buf(),
+            Some(c) if !absolute_raw && !relative_to_fd && !ev.path.is_empty() => {
+                lexical(&c.join(raw))
             }
-            _ => PathBuf::from(&raw),
+            _ => raw.to_path_buf(),
         };
-        rec.target = path.display().to_string();
+        let (target, exact) = shown(path.as_os_str().as_bytes());
+        rec.target = target;
         // The directory was read after the call, or a `..` was folded away as text (after a
         // link, `s/../x` is not where `x` next to `s` is: round 19).
+        // Or the path is not UTF-8 and is shown with escapes (`\xff`), which a name can
+        // also spell.
         rec.approximate = ev.flags & FL_RACED != 0
-            || !raw.starts_with('/')
+            || !exact
+            || !absolute_raw
                 && (kernel_cwd.is_none()
-                    || Path::new(&raw)
+                    || raw
                         .components()
                         .any(|c| c == std::path::Component::ParentDir));
         if ev.flags & FL_TRUNCATED != 0 {
             rec.target.push('…');
         }
         if !ev.path2.is_empty() && ev.flags & FL_CWD == 0 {
-            rec.detail = Some(String::from_utf8_lossy(&ev.path2).into_owned());
+            rec.detail = Some(shown(&ev.path2).0);
         }
         if ev.op == OP_IOCTL {
             rec.detail = Some(format!("request {:#x}", ev.flags & 0xffff_ffff));
@@ -1063,19 +1064,19 @@ impl Classifier {
         // the writable roots or is protected (between two writable mounts, say the project and
         // TMPDIR, `mv` copies instead and nothing was refused).
         if errno == libc::EXDEV {
-            let second = String::from_utf8_lossy(&ev.path2).into_owned();
+            let second = Path::new(std::ffi::OsStr::from_bytes(&ev.path2));
             // Only `rename` and `link` take the second name relative to the working
             // directory; the `*at` calls may take it relative to a descriptor the record
             // does not name (unknown, then: round 19).
             let second = match cwd {
                 Some(c)
-                    if !second.is_empty()
-                        && !second.starts_with('/')
+                    if !ev.path2.is_empty()
+                        && ev.path2.first() != Some(&b'/')
                         && matches!(ev.op, OP_RENAME | OP_LINK) =>
                 {
-                    lexical(&c.join(&second))
+                    lexical(&c.join(second))
                 }
-                _ => PathBuf::from(&second),
+                _ => second.to_path_buf(),
             };
             // A relative name whose directory is unknown (the process is gone) says nothing:
             // `mv x "$TMPDIR"` by a short-lived `mv` must not read as a refusal.
@@ -1269,6 +1270,22 @@ pub fn from_net_event(sandbox: &str, ev: &NetEvent) -> ViolationRecord {
         count: 1,
         approximate: false,
     }
+}
+
+/// Path bytes for a record: UTF-8 as is, every byte that is not shown as `\xNN` (two paths
+/// that differ only there no longer read the same, as U+FFFD made them: round 20). `false`
+/// when something had to be escaped.
+pub(crate) fn shown(bytes: &[u8]) -> (String, bool) {
+    let mut out = String::with_capacity(bytes.len());
+    let mut exact = true;
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+            exact = false;
+        }
+    }
+    (out, exact)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for milliseconds since the Unix epoch.

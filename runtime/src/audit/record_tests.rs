@@ -400,6 +400,24 @@ fn refused_calls_name_what_they_aimed_at_from_whole_arguments() {
 }
 
 #[test]
+fn path_bytes_that_are_not_utf8_are_escaped_and_marked_approximate() {
+    let mut ev = file(1, -13, 0, "");
+    ev.path = b"/etc/x\xff".to_vec();
+    let a = classify(&ev).unwrap();
+    ev.path = b"/etc/x\xfe".to_vec();
+    let b = classify(&ev).unwrap();
+    assert_eq!(a.target, r"/etc/x\xff");
+    assert_eq!(b.target, r"/etc/x\xfe");
+    assert!(a.approximate && b.approximate);
+    // UTF-8 is shown as is and stays exact.
+    ev.path = "/etc/é".as_bytes().to_vec();
+    let c = classify(&ev).unwrap();
+    assert_eq!(c.target, "/etc/é");
+    assert!(!c.approximate);
+    assert_eq!(shown(b"a\xc3"), (r"a\xc3".to_string(), false));
+}
+
+#[test]
 fn a_denied_read_of_a_masked_file_is_the_mount_layer() {
     let r = classify(&file(1, -13, 0, "/home/u/.ssh/id_rsa")).unwrap();
     assert_eq!((r.kind, r.layer), (Kind::FileRead, Some(Layer::Mount)));
