@@ -215,7 +215,10 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 #define NR_process_madvise 440
 #define NR_execve 59
 #define NR_execveat 322
-#define SYSCALL_NR(regs) ((regs)->orig_ax)
+/* The kernel dispatches on the low 32 bits of the number (do_syscall_64 takes an int; so
+ * does seccomp's view), while orig_ax keeps all 64: a number with high bits set ran as its
+ * low half and was taken for no known call here (red-team round 21). */
+#define SYSCALL_NR(regs) ((long)(int)(regs)->orig_ax)
 #else
 #error "warden's audit programs support x86_64 only so far"
 #endif
@@ -817,6 +820,7 @@ static __always_inline void file_exit(struct pending *p, long ret)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long nr)
 {
+	nr = (int)nr; /* as the kernel dispatched it (see SYSCALL_NR) */
 	struct file_args a;
 	if (file_syscall(nr, &a))
 		file_enter(regs, nr, &a);

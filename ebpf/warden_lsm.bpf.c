@@ -175,7 +175,8 @@ static __always_inline bool mark_pending(__u64 flags)
 	if (!p || p->ev.kind != EV_FILE)
 		return false;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	long nr = BPF_CORE_READ(regs, orig_ax);
+	/* The low 32 bits, as the kernel dispatched it (warden.bpf.c: SYSCALL_NR). */
+	long nr = (int)BPF_CORE_READ(regs, orig_ax);
 	if (p->nr != nr)
 		return false;
 	p->ev.flags |= flags;

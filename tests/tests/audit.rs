@@ -1183,6 +1183,96 @@ fn round_20_refusals_of_capabilities_priorities_and_pid_1_are_recorded() {
     }
 }
 
+/// Red-team round 21: a system call number with bits set above the low 32 runs as its low
+/// half, but the programs compared all 64 and recorded nothing of it; a link removed right
+/// after the refused write through it made the name resolve inside an ignored directory, and
+/// a hard link of a host file into one was dropped for its new name.
+const ROUND21_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static long raw4(unsigned long nr, long a, long b, long c, long d) {
+    long ret;
+    register long r10 asm("r10") = d;
+    asm volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+                 : "rcx", "r11", "memory");
+    return ret;
+}
+int main(int argc, char **argv) {
+    (void)argc;
+    long r = raw4((1UL << 32) | SYS_openat, AT_FDCWD, (long)"/etc/hostname",
+                  O_WRONLY | O_APPEND, 0);
+    printf("high-openat %ld\n", r);
+    r = raw4((1UL << 32) | SYS_ptrace, 16 /* PTRACE_ATTACH */, 1, 0, 0);
+    printf("high-ptrace %ld\n", r);
+    /* A link to a host file in the ignored directory, written through, removed. */
+    char lnk[4096];
+    snprintf(lnk, sizeof lnk, "%s/lnk", argv[1]);
+    if (symlink("/etc/passwd", lnk) != 0) { perror("symlink"); return 2; }
+    int fd = open(lnk, O_WRONLY | O_APPEND);
+    printf("through-link %d %d\n", fd, fd < 0 ? errno : 0);
+    unlink(lnk);
+    char hl[4096];
+    snprintf(hl, sizeof hl, "%s/hl", argv[1]);
+    printf("hardlink %d %d\n", link("/etc/shadow", hl), errno);
+    return 0;
+}
+"#;
+
+#[test]
+fn round_21_high_syscall_bits_removed_links_and_hard_links_cannot_hide_refusals() {
+    if !ready("round_21_high_syscall_bits_removed_links_and_hard_links_cannot_hide_refusals") {
+        return;
+    }
+    let env = TestEnv::new();
+    compile_c(&env, "round21", ROUND21_C);
+    let build = env.project().join("build");
+    std::fs::create_dir_all(&build).unwrap();
+    let violations = env.root().join("violations.jsonl");
+    let st = settings(
+        &env,
+        &format!(r#""ignoreViolations": {{ "*": ["{}"] }},"#, build.display()),
+    );
+    let out = run(
+        &env,
+        &[
+            "--settings",
+            &st,
+            "--violations",
+            violations.to_str().unwrap(),
+        ],
+        &format!("./round21 {}", build.display()),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    // The kernel ran them as openat and ptrace, and refused them.
+    assert!(out.stdout.contains("high-openat -30\n"), "{out:?}");
+    assert!(out.stdout.contains("high-ptrace -1\n"), "{out:?}");
+    assert!(out.stdout.contains("through-link -1 30\n"), "{out:?}");
+    // EXDEV between the mounts, or EROFS where the project shares the host's read-only one.
+    assert!(
+        out.stdout.contains("hardlink -1 18\n") || out.stdout.contains("hardlink -1 30\n"),
+        "{out:?}"
+    );
+    let recs = records(&violations);
+    let write = one(&recs, "file-write", "/etc/hostname");
+    assert_eq!(write["errno"]["name"], "EROFS", "{write:#}");
+    let ptrace: Vec<&Value> = recs.iter().filter(|r| r["operation"] == "ptrace").collect();
+    assert_eq!(ptrace.len(), 1, "{recs:#?}");
+    assert_eq!(ptrace[0]["layer"], "seccomp", "{recs:#?}");
+    // Named inside the ignored directory, refused elsewhere: kept, marked approximate.
+    let lnk = build.join("lnk");
+    let through = one(&recs, "file-write", lnk.to_str().unwrap());
+    assert_eq!(through["approximate"], true, "{through:#}");
+    let links: Vec<&Value> = recs.iter().filter(|r| r["operation"] == "link").collect();
+    assert_eq!(links.len(), 1, "{recs:#?}");
+    assert_eq!(links[0]["detail"], "/etc/shadow", "{recs:#?}");
+    // The host's files are untouched.
+    assert!(!build.join("hl").exists());
+}
+
 /// Red-team round 18: a thread with a working directory of its own (no CLONE_FS) below a deep
 /// directory, where the kernel's walk used to give up, failed a relative write through a
 /// link to /etc while the main thread sat in a directory `ignoreViolations` lists: the record

@@ -366,8 +366,10 @@ pub(crate) fn is_dropped(rec: &record::ViolationRecord, ignored: &[PathBuf]) -> 
         |p: &str| crate::policy::ignore::is_ignored(p, ignored) && resolves_within(p, ignored);
     // A rename's record names its source; its destination (`detail`) was refused just the
     // same, and must be ignored too (round 19: `mv /usr/share/x /root/y` was dropped).
+    // A link's record names the new name; `detail` the file linked, refused just the same
+    // (round 21: `ln /etc/shadow ign/hl` was dropped for its ignored new name).
     let destination = match (rec.operation.as_str(), &rec.detail) {
-        ("rename", Some(d)) => within(d),
+        ("rename" | "link", Some(d)) => within(d),
         _ => true,
     };
     rec.violation && !rec.approximate && within(&rec.target) && destination

@@ -294,3 +294,16 @@ fn a_rename_is_dropped_only_when_both_names_are_ignored() {
     r.detail = Some("/usr/share/elsewhere".into());
     assert!(is_dropped(&r, &ignored));
 }
+
+/// Red-team round 21: a hard link of a host file into an ignored directory names the new
+/// name; the file linked (`detail`) must be ignored too.
+#[test]
+fn a_link_is_dropped_only_when_the_file_linked_is_ignored_too() {
+    let ignored = vec![PathBuf::from("/home/u/project/build")];
+    let mut r = rec("/home/u/project/build/hl", true);
+    r.operation = "link".into();
+    r.detail = Some("/etc/shadow".into());
+    assert!(!is_dropped(&r, &ignored));
+    r.detail = Some("/home/u/project/build/other".into());
+    assert!(is_dropped(&r, &ignored));
+}

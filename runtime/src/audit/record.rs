@@ -1015,6 +1015,7 @@ impl Classifier {
         };
         let (target, exact) = shown(path.as_os_str().as_bytes());
         rec.target = target;
+        let absolute = path.is_absolute();
         // The directory was read after the call, or a `..` was folded away as text (after a
         // link, `s/../x` is not where `x` next to `s` is: round 19).
         // Or the path is not UTF-8 and is shown with escapes (`\xff`), which a name can
@@ -1026,6 +1027,18 @@ impl Classifier {
                     || raw
                         .components()
                         .any(|c| c == std::path::Component::ParentDir));
+        // Refused at a path in a writable root that no protection covers: the kernel refused
+        // where a symlink on the way led (or the file's own mode did), and the command can
+        // remove or repoint that link before the record is read, so that the name resolves
+        // inside an ignored directory (round 21). Such a record is never dropped.
+        if absolute
+            && matches!(-ev.ret, libc::EROFS | libc::EACCES | libc::EPERM)
+            && under(&path, &self.view.writable)
+            && !under(&path, &self.view.protected)
+            && !under(&path, &self.view.masked)
+        {
+            rec.approximate = true;
+        }
         if ev.flags & FL_TRUNCATED != 0 {
             rec.target.push('…');
         }
@@ -1059,7 +1072,6 @@ impl Classifier {
             return Some(());
         }
         let errno = -ev.ret;
-        let absolute = path.is_absolute();
         // A move or link between mounts: refused by the sandbox only when a side lies outside
         // the writable roots or is protected (between two writable mounts, say the project and
         // TMPDIR, `mv` copies instead and nothing was refused).

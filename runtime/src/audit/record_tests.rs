@@ -564,15 +564,16 @@ fn an_enoent_is_a_violation_only_where_a_mask_hid_a_name_that_exists() {
 /// (EXDEV) is a violation only when a side it knows lies outside the writable roots.
 #[test]
 fn folded_parents_are_approximate_and_exdev_needs_a_refused_side() {
-    // The kernel named the directory (FL_CWD: names innermost first).
+    // The kernel named the directory (FL_CWD: names innermost first); outside the writable
+    // roots, where a refusal needs no link to explain it.
     let kernel = |path: &str| {
         let mut ev = file(1, -30, 1 | FL_CWD, path);
-        ev.path2 = b"project\0u\0home\0".to_vec();
-        ev.port = 3;
+        ev.path2 = b"u\0home\0".to_vec();
+        ev.port = 2;
         classify(&ev).unwrap()
     };
     let r = kernel("a/x");
-    assert_eq!(r.target, "/home/u/project/a/x");
+    assert_eq!(r.target, "/home/u/a/x");
     assert!(!r.approximate, "{r:?}");
     let r = kernel("s/../../x");
     assert!(r.approximate, "{r:?}");
@@ -598,4 +599,20 @@ fn folded_parents_are_approximate_and_exdev_needs_a_refused_side() {
     assert!(exdev(9, "/tmp/w/tmp/x", "y").is_none());
     // A host directory as the destination is.
     assert!(exdev(8, "/tmp/w/tmp/x", "/etc/y").is_some());
+}
+
+/// Red-team round 21: a write refused at a path in a writable root went where a symlink led;
+/// the command can remove the link before the record is read, and the name then resolves
+/// inside an ignored directory. Such records are approximate (never dropped); one at a
+/// protected path or outside the writable roots is not.
+#[test]
+fn a_refusal_named_inside_a_writable_root_is_approximate_unless_a_protection_explains_it() {
+    let r = classify(&file(1, -30, 1, "/home/u/project/build/lnk")).unwrap();
+    assert!(r.approximate, "{r:?}");
+    let r = classify(&file(1, -13, 0, "/tmp/w/tmp/x")).unwrap();
+    assert!(r.approximate, "{r:?}");
+    let r = classify(&file(1, -30, 1, "/home/u/project/.git/hooks/pre-commit")).unwrap();
+    assert!(!r.approximate, "{r:?}");
+    let r = classify(&file(1, -30, 1, "/etc/passwd")).unwrap();
+    assert!(!r.approximate, "{r:?}");
 }

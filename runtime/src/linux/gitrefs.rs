@@ -47,19 +47,37 @@ const MAX_BYTES: u64 = 1 << 20;
 /// The largest `packed-refs` read whole; a bigger one the command changed is moved aside.
 const MAX_PACKED: u64 = 1 << 30;
 
-/// The files git reads that change what objects mean, relative to a git dir.
-const FILES: [&str; 4] = [
+/// The files git reads that change what objects mean, relative to a git dir — and
+/// `config.worktree`, git config that takes effect the moment `extensions.worktreeConfig` is
+/// turned on (`git sparse-checkout` turns it on: red-team round 21 had a planted one run its
+/// `core.fsmonitor` then). An existing one is protected; a missing one is the command's to
+/// create, so one that was not there is moved aside after the run. A linked worktree's
+/// (`worktrees/NAME/config.worktree`) is looked at the same way.
+const FILES: [&str; 5] = [
     "info/grafts",
     "shallow",
     "objects/info/alternates",
     "objects/info/http-alternates",
+    CONFIG_WORKTREE,
 ];
+
+const CONFIG_WORKTREE: &str = "config.worktree";
+
+/// Linked worktrees looked at per git dir for their `config.worktree`.
+const WORKTREES: usize = 256;
 
 /// The overrides in `git_dirs` now.
 pub fn snapshot(git_dirs: &[PathBuf]) -> Vec<Override> {
     let mut out = Vec::new();
     for dir in git_dirs {
         let mut files: Vec<PathBuf> = FILES.iter().map(PathBuf::from).collect();
+        if let Ok(entries) = std::fs::read_dir(dir.join("worktrees")) {
+            files.extend(entries.flatten().take(WORKTREES).map(|e| {
+                Path::new("worktrees")
+                    .join(e.file_name())
+                    .join(CONFIG_WORKTREE)
+            }));
+        }
         let mut seen = 0usize;
         let mut stack = vec![PathBuf::from("refs/replace")];
         while let Some(d) = stack.pop() {
@@ -264,6 +282,19 @@ pub fn final_check(git_dirs: &[PathBuf], before: &[Override]) -> bool {
                      git dir (the host's git would read that object instead); {what}",
                     o.name.display(),
                     String::from_utf8_lossy(&o.content)
+                );
+            }
+            None if o.name.file_name() == Some(std::ffi::OsStr::new(CONFIG_WORKTREE)) => {
+                // A linked worktree's is seen from the main git dir and its own: once.
+                if std::fs::symlink_metadata(o.dir.join(&o.name)).is_err() {
+                    continue;
+                }
+                let what = super::watch::move_aside(&o.dir.join(&o.name), true);
+                eprintln!(
+                    "warden: blocked: the command left {} in a protected git dir (git config \
+                     the host's git reads once extensions.worktreeConfig is on, as `git \
+                     sparse-checkout` turns it on); {what}",
+                    o.dir.join(&o.name).display()
                 );
             }
             None => {

@@ -158,3 +158,36 @@ fn a_linked_alternates_file_and_a_crowded_cache_directory_are_overrides() {
     assert!(std::fs::symlink_metadata(dir.join(".git/objects/info/alternates")).is_err());
     assert!(!graphs.join("commit-graph-chain").exists());
 }
+
+/// Red-team round 21: a `config.worktree` the command creates is inert until
+/// `extensions.worktreeConfig` is turned on (`git sparse-checkout` does), then the host's git
+/// runs what it names. One that was not there before is moved aside; the user's own stays.
+#[test]
+fn a_config_worktree_that_was_not_there_is_moved_aside_and_the_users_own_stays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let main = tmp.path().join("main");
+    std::fs::create_dir(&main).unwrap();
+    repo(&main);
+    git(&main, &["worktree", "add", "-q", "../wt"]);
+    let gitdir = main.join(".git");
+    let linked = gitdir.join("worktrees/wt");
+    // The user's own, in the linked worktree's git dir, before the run.
+    std::fs::write(linked.join("config.worktree"), "[user]\n\tname = mine\n").unwrap();
+    let dirs = vec![gitdir.clone(), linked.clone()];
+    let before = snapshot(&dirs);
+    let planted = "[core]\n\tfsmonitor = \"touch pwned; false\"\n";
+    std::fs::write(gitdir.join("config.worktree"), planted).unwrap();
+    assert!(final_check(&dirs, &before));
+    assert!(!gitdir.join("config.worktree").exists());
+    assert_eq!(
+        std::fs::read_to_string(linked.join("config.worktree")).unwrap(),
+        "[user]\n\tname = mine\n"
+    );
+    // Turning the extension on now runs nothing the command chose.
+    git(&main, &["config", "extensions.worktreeConfig", "true"]);
+    git(&main, &["status"]);
+    assert!(!main.join("pwned").exists());
+    // Nothing new since: nothing to do.
+    let before = snapshot(&dirs);
+    assert!(!final_check(&dirs, &before));
+}
