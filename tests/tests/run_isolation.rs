@@ -647,7 +647,8 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
         "mkdir -p .claude && echo '{\"hooks\":{}}' > .claude/settings.json; \
          echo x > .vscode/tasks.json; echo x > .git/hooks/pre-commit; mkdir .git/hooks/sub; \
          rmdir .cursor; mv .idea .idea2; \
-         for d in .gemini .zed .helix .kiro .roo .amazonq .continue .windsurf .devcontainer; do \
+         for d in .gemini .zed .helix .kiro .roo .amazonq .continue .windsurf .devcontainer \
+                  .opencode .kilo .kilocode .qwen; do \
          mkdir -p $d/x; echo '{}' > $d/settings.json; done; echo end",
     );
     assert!(out.stdout.contains("end"), "{out:?}");
@@ -671,6 +672,11 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
         ".continue",
         ".windsurf",
         ".devcontainer",
+        // Round 21: opencode's plugins, Kilo Code's and Qwen Code's config.
+        ".opencode",
+        ".kilo",
+        ".kilocode",
+        ".qwen",
     ] {
         assert!(
             !p.join(name).exists(),

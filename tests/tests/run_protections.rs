@@ -1664,6 +1664,46 @@ fn replace_refs_grafts_and_alternates_the_command_leaves_are_removed() {
     );
 }
 
+/// Red-team round 21: husky 9's hooks path `.husky/_` holds stubs that run `.husky/<hook>`
+/// on the host's `git commit`; and a `.git/config.worktree` the command plants is read by
+/// the host's git once `git sparse-checkout` turns `extensions.worktreeConfig` on.
+#[test]
+fn husky_hooks_and_a_planted_config_worktree_do_not_reach_the_hosts_git() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let git = |args: &[&str]| {
+        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
+        all.extend_from_slice(args);
+        git_in(&env, &project, &all).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["config", "core.hooksPath", ".husky/_"]);
+    write(
+        &project.join(".husky/_/h"),
+        "#!/bin/sh\nsh \".husky/$(basename \"$0\")\"\n",
+    );
+    write(&project.join(".husky/pre-commit"), "echo lint\n");
+    let script = "echo 'touch /tmp/pwned' > .husky/pre-commit; echo hook $?; \
+                  printf '[core]\\n\\tfsmonitor = \"touch fsmonitor-ran; false\"\\n' \
+                  > .git/config.worktree; echo cw $?";
+    let out = sh(&env, &project, &[], script);
+    assert!(out.stdout.contains("cw 0"), "{out:?}");
+    assert!(
+        !out.stdout.contains("hook 0"),
+        "the hook was written: {out:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join(".husky/pre-commit")).unwrap(),
+        "echo lint\n"
+    );
+    assert!(out.stderr.contains("config.worktree"), "{out:?}");
+    assert!(!project.join(".git/config.worktree").exists());
+    // The extension on, as `git sparse-checkout` sets it: nothing the command chose runs.
+    git(&["config", "extensions.worktreeConfig", "true"]);
+    git(&["status", "--porcelain"]);
+    assert!(!project.join("fsmonitor-ran").exists());
+}
+
 /// Red-team round 16: pid 1's periodic looks (the index's times, every second: a write
 /// through a shared mapping raises no inotify event) ran only when `poll` timed out, and a
 /// command rewriting a git dir file every 2 ms kept it from ever timing out. They are now due

@@ -27,6 +27,28 @@ pub const PROTECTED_FILES: &[&str] = &[
     ".mcp.json",
     // opencode's project config (`mcp` servers, commands); red-team round 20.
     "opencode.json",
+    // Red-team round 21: the same in other spellings and tools — opencode's and its fork
+    // Kilo Code's (`mcp` commands), a dev container at the root (`initializeCommand` runs on
+    // the host), aider's (`lint-cmd` runs after every edit), Crush's (`mcp`, `lsp`
+    // commands), and the configs git hook managers run on the host's `git commit`
+    // (pre-commit's `repo: local` hooks, lefthook's commands, husky 4's).
+    "opencode.jsonc",
+    "kilo.json",
+    "kilo.jsonc",
+    ".devcontainer.json",
+    ".aider.conf.yml",
+    "crush.json",
+    ".crush.json",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    ".lefthook-local.yml",
+    ".huskyrc",
+    ".huskyrc.json",
+    ".huskyrc.js",
 ];
 
 /// Directory names protected with everything below them.
@@ -52,6 +74,12 @@ pub const PROTECTED_DIRS: &[&str] = &[
     ".continue",
     ".windsurf",
     ".devcontainer",
+    // Red-team round 21: opencode's plugins (JavaScript loaded at start-up) and config, Kilo
+    // Code's, Qwen Code's (`mcpServers`).
+    ".opencode",
+    ".kilo",
+    ".kilocode",
+    ".qwen",
 ];
 
 /// Whether `dir` is a git dir as git itself decides: `HEAD`, `objects/` and `refs/` (a
@@ -510,6 +538,17 @@ pub fn config_file_paths(
         };
         if !dir {
             config_file_paths(fs, &path, worktree, home, depth + 1, out);
+        }
+        // husky 9 points core.hooksPath at `.husky/_`, whose stubs run `.husky/<hook>` one
+        // level up: those are the hooks (red-team round 21).
+        if dir && path.file_name() == Some(std::ffi::OsStr::new("_")) {
+            if let Some(parent) = path.parent() {
+                out.push(ConfigPath {
+                    path: parent.to_path_buf(),
+                    dir: true,
+                    what: "git core.hooksPath (husky: its hooks run the scripts one level up)",
+                });
+            }
         }
         out.push(ConfigPath { path, dir, what });
     }

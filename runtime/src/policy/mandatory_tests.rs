@@ -189,6 +189,39 @@ fn hooks_path_and_included_config_named_by_the_repository_are_protected() {
     assert_eq!(hit(&m, "/w/src/main.rs"), None);
 }
 
+/// Red-team round 21: husky 9's `core.hooksPath = .husky/_` holds stubs that run
+/// `.husky/<hook>`: the directory above is protected too. Hook managers' configs and other
+/// tools' project config are protected by name.
+#[test]
+fn a_husky_hooks_path_protects_the_scripts_one_level_up_and_tool_configs_by_name() {
+    let mut fs = MemFs::new();
+    fs.file("/w/.git/config", "[core]\n\thooksPath = .husky/_\n")
+        .dir("/w/src");
+    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
+    assert!(hit(&m, "/w/.husky/_/h").is_some());
+    assert!(hit(&m, "/w/.husky/pre-commit").is_some());
+    assert_eq!(hit(&m, "/w/src/pre-commit"), None);
+    for p in [
+        "/w/.pre-commit-config.yaml",
+        "/w/lefthook.yml",
+        "/w/.devcontainer.json",
+        "/w/opencode.jsonc",
+        "/w/.opencode/plugins/p.js",
+        "/w/.qwen/settings.json",
+        "/w/.aider.conf.yml",
+        "/w/.kilocode/mcp.json",
+    ] {
+        assert!(hit(&m, p).is_some(), "{p}");
+    }
+    // A hooks path not named `_` protects itself only.
+    let mut fs = MemFs::new();
+    fs.file("/w/.git/config", "[core]\n\thooksPath = tools/hooks\n")
+        .dir("/w/src");
+    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
+    assert!(hit(&m, "/w/tools/hooks/pre-commit").is_some());
+    assert_eq!(hit(&m, "/w/tools/build.sh"), None);
+}
+
 #[test]
 fn includes_are_followed_and_git_config_syntax_is_read_as_git_reads_it() {
     let mut fs = MemFs::new();
