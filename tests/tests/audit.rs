@@ -1218,6 +1218,9 @@ int main(int argc, char **argv) {
     char hl[4096];
     snprintf(hl, sizeof hl, "%s/hl", argv[1]);
     printf("hardlink %d %d\n", link("/etc/shadow", hl), errno);
+    /* A capability the sandbox dropped (CAP_SETPCAP): PR_CAPBSET_DROP (24) of CAP_CHOWN. */
+    r = syscall(SYS_prctl, 24, 0, 0, 0, 0);
+    printf("capbset %ld %d\n", r, r < 0 ? errno : 0);
     return 0;
 }
 "#;
@@ -1271,6 +1274,11 @@ fn round_21_high_syscall_bits_removed_links_and_hard_links_cannot_hide_refusals(
     assert_eq!(links[0]["detail"], "/etc/shadow", "{recs:#?}");
     // The host's files are untouched.
     assert!(!build.join("hl").exists());
+    assert!(out.stdout.contains("capbset -1 1\n"), "{out:?}");
+    let prctl: Vec<&Value> = recs.iter().filter(|r| r["operation"] == "prctl").collect();
+    assert_eq!(prctl.len(), 1, "{recs:#?}");
+    assert_eq!(prctl[0]["target"], "prctl option 24", "{recs:#?}");
+    assert_eq!(prctl[0]["layer"], "dac", "{recs:#?}");
 }
 
 /// Red-team round 18: a thread with a working directory of its own (no CLONE_FS) below a deep

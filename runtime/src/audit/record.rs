@@ -613,6 +613,8 @@ fn refused_elsewhere(nr: i64) -> Option<(&'static str, Layer, &'static str)> {
 fn needs_capability(nr: i64) -> Option<(&'static str, &'static str)> {
     const ADMIN: &str = "needs a capability (CAP_SYS_CHROOT, CAP_SYS_ADMIN, CAP_SETGID) the \
                          sandbox dropped";
+    const IDS: &str = "taking another user or group id needs CAP_SETUID/CAP_SETGID, which the \
+                       sandbox dropped";
     Some(match nr {
         libc::SYS_chroot => ("chroot", ADMIN),
         libc::SYS_sethostname => ("sethostname", ADMIN),
@@ -624,6 +626,21 @@ fn needs_capability(nr: i64) -> Option<(&'static str, &'static str)> {
             "the sandbox's processes hold no capabilities to raise (all dropped, bounding set \
              emptied, no_new_privs)",
         ),
+        // Round 21: prctl's PR_SET_MM, PR_CAPBSET_DROP, PR_SET_SECUREBITS; mbind moving
+        // every page; port I/O; changing identity to an id the sandbox does not hold.
+        libc::SYS_prctl => (
+            "prctl",
+            "needs a capability (CAP_SYS_RESOURCE, CAP_SETPCAP) the sandbox dropped",
+        ),
+        libc::SYS_mbind => ("mbind", "needs CAP_SYS_NICE, which the sandbox dropped"),
+        libc::SYS_iopl => ("iopl", "needs CAP_SYS_RAWIO, which the sandbox dropped"),
+        libc::SYS_ioperm => ("ioperm", "needs CAP_SYS_RAWIO, which the sandbox dropped"),
+        libc::SYS_setuid => ("setuid", IDS),
+        libc::SYS_setgid => ("setgid", IDS),
+        libc::SYS_setreuid => ("setreuid", IDS),
+        libc::SYS_setregid => ("setregid", IDS),
+        libc::SYS_setresuid => ("setresuid", IDS),
+        libc::SYS_setresgid => ("setresgid", IDS),
         _ => return None,
     })
 }
@@ -948,7 +965,11 @@ impl Classifier {
                     let (name, reason) = needs_capability(nr)?;
                     rec.operation = name.to_string();
                     rec.kind = Kind::Syscall;
-                    rec.target = name.to_string();
+                    rec.target = if nr == libc::SYS_prctl {
+                        format!("prctl option {}", ev.args().0 as u32 as i32)
+                    } else {
+                        name.to_string()
+                    };
                     rec.layer = Some(Layer::Dac);
                     rec.reason = Some(reason.to_string());
                     return Some(rec);

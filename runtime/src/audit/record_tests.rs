@@ -345,8 +345,9 @@ fn calls_refused_at_entry_are_seccomp_denials_of_the_filtered_calls_only() {
     assert_eq!((r.kind, r.operation.as_str()), (Kind::Process, "ptrace"));
     let r = refused_call(libc::SYS_unshare, 0).unwrap();
     assert_eq!(r.kind, Kind::Mount);
-    // EPERM from a call warden's filter does not refuse (setuid): not reported.
-    assert!(refused_call(libc::SYS_setuid, 0).is_none());
+    // EPERM from a call no layer of the sandbox refuses (setpgid across sessions, ordinary
+    // job control): not reported.
+    assert!(refused_call(libc::SYS_setpgid, 0).is_none());
 }
 
 /// A call refused for want of ownership, a capability or ptrace access, with its first two
@@ -392,6 +393,19 @@ fn refused_calls_name_what_they_aimed_at_from_whole_arguments() {
     assert_eq!((r.kind, r.target.as_str()), (Kind::Process, "pid 1"));
     let r = refused_with(libc::SYS_process_madvise, -13, 3, 0);
     assert_eq!((r.kind, r.target.as_str()), (Kind::Process, "pidfd 3"));
+    // Round 21: prctl's privileged options, mbind, port I/O and identity changes.
+    let r = refused_with(libc::SYS_prctl, -1, 35 /* PR_SET_MM */, 1);
+    assert_eq!(
+        (r.kind, r.target.as_str(), r.layer),
+        (Kind::Syscall, "prctl option 35", Some(Layer::Dac))
+    );
+    for (nr, name) in [
+        (libc::SYS_mbind, "mbind"),
+        (libc::SYS_iopl, "iopl"),
+        (libc::SYS_setresuid, "setresuid"),
+    ] {
+        assert_eq!(refused_with(nr, -1, 0, 0).target, name);
+    }
     let r = refused_with(libc::SYS_capset, -1, 0x7fff_0000, 0x7fff_0010);
     assert_eq!(
         (r.kind, r.target.as_str(), r.layer),
