@@ -70,6 +70,33 @@ fn one<'a>(records: &'a [Value], kind: &str, target: &str) -> &'a Value {
     found[0]
 }
 
+/// The one record whose operation is `op`.
+fn only_op<'a>(records: &'a [Value], op: &str) -> &'a Value {
+    let found: Vec<&Value> = records.iter().filter(|r| r["operation"] == op).collect();
+    assert_eq!(found.len(), 1, "{op}: {records:#?}");
+    found[0]
+}
+
+/// Compiles `src` as `name` and runs `script` in a sandbox with the `extra` settings and a
+/// violations file: the output and the records.
+fn run_c(env: &TestEnv, name: &str, src: &str, extra: &str, script: &str) -> (Output, Vec<Value>) {
+    compile_c(env, name, src);
+    let violations = env.root().join("violations.jsonl");
+    let st = settings(env, extra);
+    let out = run(
+        env,
+        &[
+            "--settings",
+            &st,
+            "--violations",
+            violations.to_str().unwrap(),
+        ],
+        script,
+    );
+    let recs = records(&violations);
+    (out, recs)
+}
+
 const PYTHON_CONNECTS: &str = r#"
 import socket
 s = socket.socket()
@@ -1025,19 +1052,7 @@ fn refusals_of_other_processes_and_of_higher_limits_are_recorded() {
         return;
     }
     let env = TestEnv::new();
-    compile_c(&env, "procs", PROCESS_C);
-    let violations = env.root().join("violations.jsonl");
-    let st = settings(&env, "");
-    let out = run(
-        &env,
-        &[
-            "--settings",
-            &st,
-            "--violations",
-            violations.to_str().unwrap(),
-        ],
-        "./procs",
-    );
+    let (out, recs) = run_c(&env, "procs", PROCESS_C, "", "./procs");
     assert_eq!(out.code, 0, "{out:?}");
     for call in ["kill", "pidfd_getfd", "setrlimit", "raw"] {
         assert!(
@@ -1045,12 +1060,7 @@ fn refusals_of_other_processes_and_of_higher_limits_are_recorded() {
             "{call} was not refused with EPERM: {out:?}"
         );
     }
-    let recs = records(&violations);
-    let by_op = |op: &str| -> &Value {
-        let found: Vec<&Value> = recs.iter().filter(|r| r["operation"] == op).collect();
-        assert_eq!(found.len(), 1, "{op}: {recs:#?}");
-        found[0]
-    };
+    let by_op = |op: &str| only_op(&recs, op);
     let kill = by_op("kill");
     assert_eq!(kill["kind"], "process", "{kill:#}");
     assert_eq!(kill["target"], "pid 1", "{kill:#}");
@@ -1112,19 +1122,7 @@ fn round_20_refusals_of_capabilities_priorities_and_pid_1_are_recorded() {
         return;
     }
     let env = TestEnv::new();
-    compile_c(&env, "round20", ROUND20_C);
-    let violations = env.root().join("violations.jsonl");
-    let st = settings(&env, "");
-    let out = run(
-        &env,
-        &[
-            "--settings",
-            &st,
-            "--violations",
-            violations.to_str().unwrap(),
-        ],
-        "./round20",
-    );
+    let (out, recs) = run_c(&env, "round20", ROUND20_C, "", "./round20");
     assert_eq!(out.code, 0, "{out:?}");
     // What the kernel answered, seen by the command: EPERM (1) or EACCES (13).
     for (call, errno) in [
@@ -1145,12 +1143,7 @@ fn round_20_refusals_of_capabilities_priorities_and_pid_1_are_recorded() {
         .find_map(|l| l.strip_prefix("me "))
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or_else(|| panic!("no pid printed: {out:?}"));
-    let recs = records(&violations);
-    let by_op = |op: &str| -> &Value {
-        let found: Vec<&Value> = recs.iter().filter(|r| r["operation"] == op).collect();
-        assert_eq!(found.len(), 1, "{op}: {recs:#?}");
-        found[0]
-    };
+    let by_op = |op: &str| only_op(&recs, op);
     let capset = by_op("capset");
     assert_eq!(capset["kind"], "syscall", "{capset:#}");
     assert_eq!(capset["layer"], "dac", "{capset:#}");
@@ -1231,22 +1224,13 @@ fn round_21_high_syscall_bits_removed_links_and_hard_links_cannot_hide_refusals(
         return;
     }
     let env = TestEnv::new();
-    compile_c(&env, "round21", ROUND21_C);
     let build = env.project().join("build");
     std::fs::create_dir_all(&build).unwrap();
-    let violations = env.root().join("violations.jsonl");
-    let st = settings(
+    let (out, recs) = run_c(
         &env,
+        "round21",
+        ROUND21_C,
         &format!(r#""ignoreViolations": {{ "*": ["{}"] }},"#, build.display()),
-    );
-    let out = run(
-        &env,
-        &[
-            "--settings",
-            &st,
-            "--violations",
-            violations.to_str().unwrap(),
-        ],
         &format!("./round21 {}", build.display()),
     );
     assert_eq!(out.code, 0, "{out:?}");
@@ -1259,26 +1243,20 @@ fn round_21_high_syscall_bits_removed_links_and_hard_links_cannot_hide_refusals(
         out.stdout.contains("hardlink -1 18\n") || out.stdout.contains("hardlink -1 30\n"),
         "{out:?}"
     );
-    let recs = records(&violations);
     let write = one(&recs, "file-write", "/etc/hostname");
     assert_eq!(write["errno"]["name"], "EROFS", "{write:#}");
-    let ptrace: Vec<&Value> = recs.iter().filter(|r| r["operation"] == "ptrace").collect();
-    assert_eq!(ptrace.len(), 1, "{recs:#?}");
-    assert_eq!(ptrace[0]["layer"], "seccomp", "{recs:#?}");
+    assert_eq!(only_op(&recs, "ptrace")["layer"], "seccomp", "{recs:#?}");
     // Named inside the ignored directory, refused elsewhere: kept, marked approximate.
     let lnk = build.join("lnk");
     let through = one(&recs, "file-write", lnk.to_str().unwrap());
     assert_eq!(through["approximate"], true, "{through:#}");
-    let links: Vec<&Value> = recs.iter().filter(|r| r["operation"] == "link").collect();
-    assert_eq!(links.len(), 1, "{recs:#?}");
-    assert_eq!(links[0]["detail"], "/etc/shadow", "{recs:#?}");
+    assert_eq!(only_op(&recs, "link")["detail"], "/etc/shadow", "{recs:#?}");
     // The host's files are untouched.
     assert!(!build.join("hl").exists());
     assert!(out.stdout.contains("capbset -1 1\n"), "{out:?}");
-    let prctl: Vec<&Value> = recs.iter().filter(|r| r["operation"] == "prctl").collect();
-    assert_eq!(prctl.len(), 1, "{recs:#?}");
-    assert_eq!(prctl[0]["target"], "prctl option 24", "{recs:#?}");
-    assert_eq!(prctl[0]["layer"], "dac", "{recs:#?}");
+    let prctl = only_op(&recs, "prctl");
+    assert_eq!(prctl["target"], "prctl option 24", "{prctl:#}");
+    assert_eq!(prctl["layer"], "dac", "{prctl:#}");
 }
 
 /// Red-team round 18: a thread with a working directory of its own (no CLONE_FS) below a deep

@@ -1625,11 +1625,7 @@ fn one_sandbox_cannot_take_the_inotify_instances_the_next_one_is_watched_with() 
 fn replace_refs_grafts_and_alternates_the_command_leaves_are_removed() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |args: &[&str]| {
-        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
-        all.extend_from_slice(args);
-        git_in(&env, &project, &all).trim().to_string()
-    };
+    let git = |args: &[&str]| git_as_t(&env, &project, args).trim().to_string();
     git(&["init", "-q"]);
     write(&project.join("f"), "good\n");
     git(&["add", "f"]);
@@ -1671,11 +1667,7 @@ fn replace_refs_grafts_and_alternates_the_command_leaves_are_removed() {
 fn husky_hooks_and_a_planted_config_worktree_do_not_reach_the_hosts_git() {
     let env = TestEnv::new();
     let project = env.project();
-    let git = |args: &[&str]| {
-        let mut all = vec!["-c", "user.email=t@t", "-c", "user.name=t"];
-        all.extend_from_slice(args);
-        git_in(&env, &project, &all).trim().to_string()
-    };
+    let git = |args: &[&str]| git_as_t(&env, &project, args);
     git(&["init", "-q"]);
     git(&["config", "core.hooksPath", ".husky/_"]);
     write(
