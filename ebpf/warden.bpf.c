@@ -31,6 +31,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define EPERM 1
 #define ENOENT 2
 #define EACCES 13
+#define ENOSYS 38
 #define EROFS 30
 #define EXDEV 18
 #define AT_FDCWD -100
@@ -213,6 +214,7 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 #define NR_ioctl 16
 #define NR_setpriority 141
 #define NR_process_madvise 440
+#define NR_clone3 435
 #define NR_execve 59
 #define NR_execveat 322
 /* The kernel dispatches on the low 32 bits of the number (do_syscall_64 takes an int; so
@@ -836,15 +838,37 @@ static __always_inline bool eacces_refusal(long nr, long ret)
 	return ret == -EACCES && (nr == NR_setpriority || nr == NR_process_madvise);
 }
 
+/* Namespace flags of clone/clone3 (CLONE_NEWNS ... CLONE_NEWNET, CLONE_NEWTIME). */
+#define CLONE_NAMESPACES 0x7e020080ULL
+
+/* clone3 refused ENOSYS by warden's filter (which cannot read its flags; C libraries then fall
+ * back to clone): reported when the flags the call asked for create a namespace — a plain
+ * thread or fork through clone3 (glibc tries it first) is no refusal. The flags are read from
+ * the command's memory at the exit: another thread may have changed them since (round 21). */
+static __always_inline bool clone3_namespaces(struct pt_regs *regs, long nr, long ret,
+					      __u64 *flags)
+{
+	if (nr != NR_clone3 || ret != -ENOSYS || arg(regs, 1) < sizeof(__u64))
+		return false;
+	if (bpf_probe_read_user(flags, sizeof(*flags), (const void *)arg(regs, 0)))
+		return false;
+	return (*flags & CLONE_NAMESPACES) != 0;
+}
+
 /* A refusal at syscall entry by seccomp skips sys_enter but not sys_exit: an EPERM with no
- * pending record (or one of the EACCES above) is reported with the call's number and its
- * first two arguments, and userspace keeps those of the calls it knows as refusals. */
+ * pending record (or one of the EACCES above, or a clone3 asking for namespaces) is reported
+ * with the call's number and its first two arguments (clone3: its flags and the struct's
+ * size), and userspace keeps those of the calls it knows as refusals. */
 static __always_inline void unobserved_exit(struct pt_regs *regs, long nr, long ret)
 {
-	if (ret != -EPERM && !eacces_refusal(nr, ret))
+	bool clone3 = nr == NR_clone3 && ret == -ENOSYS;
+	if (ret != -EPERM && !eacces_refusal(nr, ret) && !clone3)
 		return;
 	__u64 cg = watched_cgroup();
 	if (!cg)
+		return;
+	__u64 clone_flags = 0;
+	if (clone3 && !clone3_namespaces(regs, nr, ret, &clone_flags))
 		return;
 	struct pending *p = begin(cg, EV_SYSCALL, 0);
 	if (!p)
@@ -852,7 +876,7 @@ static __always_inline void unobserved_exit(struct pt_regs *regs, long nr, long 
 	p->ev.flags = (__u64)nr;
 	p->ev.family = (__u16)arg(regs, 0);
 	/* The first two arguments whole (`family` keeps the first's low bits, as before). */
-	__u64 args[2] = { arg(regs, 0), arg(regs, 1) };
+	__u64 args[2] = { clone3 ? clone_flags : arg(regs, 0), arg(regs, 1) };
 	__builtin_memcpy(p->ev.addr, args, sizeof(args));
 	/* A call of another ABI (warden's filter refuses them all): x32 numbers carry
 	 * __X32_SYSCALL_BIT, an i386 call (int 0x80) runs with TS_COMPAT set. */
@@ -914,7 +938,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	/* A seccomp refusal (EPERM, or one of the EACCES refusals) is looked at whatever the
 	 * call; otherwise only the calls in which the cgroup connect hooks run can have a pending
 	 * connect. Every other call of every process leaves here. */
-	if (ret != -EPERM && !may_have_connect(nr) && !eacces_refusal(nr, ret))
+	if (ret != -EPERM && !may_have_connect(nr) && !eacces_refusal(nr, ret) &&
+	    !(nr == NR_clone3 && ret == -ENOSYS))
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct pending *p = bpf_map_lookup_elem(&pending_calls, &tid);

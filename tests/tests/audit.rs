@@ -1259,6 +1259,58 @@ fn round_21_high_syscall_bits_removed_links_and_hard_links_cannot_hide_refusals(
     assert_eq!(prctl["layer"], "dac", "{prctl:#}");
 }
 
+/// Round 21 (LOW): clone3 is refused whole by warden's filter (ENOSYS, which C libraries
+/// answer by falling back to clone) and left no record, also when its flags asked for new
+/// namespaces. Now those requests are recorded with the namespaces named; the clone3 glibc
+/// tries for every thread is not.
+const CLONE3_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static void *nothing(void *arg) { return arg; }
+int main(void) {
+    struct clone_args args;
+    memset(&args, 0, sizeof args);
+    args.flags = CLONE_NEWUSER | CLONE_NEWNS;
+    args.exit_signal = SIGCHLD;
+    long r = syscall(SYS_clone3, &args, sizeof args);
+    if (r == 0) _exit(0);
+    printf("clone3 %ld %d\n", r, r < 0 ? errno : 0);
+    for (int i = 0; i < 3; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, nothing, NULL) != 0) { perror("thread"); return 2; }
+        pthread_join(t, NULL);
+    }
+    printf("threads ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn clone3_asking_for_namespaces_is_recorded_and_threads_are_not() {
+    if !ready("clone3_asking_for_namespaces_is_recorded_and_threads_are_not") {
+        return;
+    }
+    let env = TestEnv::new();
+    let (out, recs) = run_c(&env, "clone3ns", CLONE3_C, "", "./clone3ns");
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("clone3 -1 38\n"), "{out:?}");
+    assert!(out.stdout.contains("threads ok\n"), "{out:?}");
+    // One record: the namespace request; not the three threads' clone3 calls.
+    let rec = only_op(&recs, "clone3");
+    assert_eq!(rec["target"], "new user, mount namespaces", "{rec:#}");
+    assert_eq!(rec["layer"], "seccomp", "{rec:#}");
+    assert_eq!(rec["errno"]["name"], "ENOSYS", "{rec:#}");
+    assert_eq!(rec["approximate"], true, "{rec:#}");
+}
+
 /// Red-team round 18: a thread with a working directory of its own (no CLONE_FS) below a deep
 /// directory, where the kernel's walk used to give up, failed a relative write through a
 /// link to /etc while the main thread sat in a directory `ignoreViolations` lists: the record

@@ -535,6 +535,31 @@ pub fn is_exec(op: u16) -> bool {
 }
 
 /// The name of a socket family.
+/// The namespaces clone/clone3/unshare flags ask for (`new user, mount namespaces`), or
+/// `None` when they ask for none.
+pub fn namespace_target(flags: u64) -> Option<String> {
+    const NAMES: [(libc::c_int, &str); 8] = [
+        (libc::CLONE_NEWUSER, "user"),
+        (libc::CLONE_NEWNS, "mount"),
+        (libc::CLONE_NEWPID, "pid"),
+        (libc::CLONE_NEWNET, "network"),
+        (libc::CLONE_NEWIPC, "ipc"),
+        (libc::CLONE_NEWUTS, "uts"),
+        (libc::CLONE_NEWCGROUP, "cgroup"),
+        (0x80, "time"),
+    ];
+    let names: Vec<&str> = NAMES
+        .iter()
+        .filter(|(flag, _)| flags & u64::from(*flag as u32) != 0)
+        .map(|&(_, name)| name)
+        .collect();
+    match names.len() {
+        0 => None,
+        1 => Some(format!("new {} namespace", names[0])),
+        _ => Some(format!("new {} namespaces", names.join(", "))),
+    }
+}
+
 pub fn family_name(family: u16) -> String {
     match family {
         1 => "AF_UNIX".into(),
@@ -997,10 +1022,32 @@ impl Classifier {
                         Kind::Syscall
                     };
                     family_name(ev.family)
+                } else if matches!(nr, libc::SYS_clone | libc::SYS_clone3 | libc::SYS_unshare) {
+                    // clone's low byte is the exit signal; CLONE_NEWTIME (0x80) is clone3's
+                    // and unshare's.
+                    let flags = ev.args().0;
+                    let flags = if nr == libc::SYS_clone {
+                        flags & !0xff
+                    } else {
+                        flags
+                    };
+                    namespace_target(flags).unwrap_or_else(|| name.to_string())
                 } else {
                     name.to_string()
                 };
                 rec.layer = Some(Layer::Seccomp);
+                if nr == libc::SYS_clone3 {
+                    // Refused whole (ENOSYS); the flags were read from the command's memory
+                    // after the call, where another thread could have changed them.
+                    rec.approximate = true;
+                    rec.reason = Some(
+                        "seccomp refuses clone3 in the sandbox, which cannot read its flags \
+                         (ENOSYS: C libraries fall back to clone, whose namespace flags it \
+                         refuses)"
+                            .to_string(),
+                    );
+                    return Some(rec);
+                }
                 rec.reason = Some(if nr == libc::SYS_socket && ev.family == AF_UNIX {
                     "seccomp refuses AF_UNIX sockets in the sandbox (allowUnixSockets or \
                      allowAllUnixSockets permit them)"

@@ -414,6 +414,40 @@ fn refused_calls_name_what_they_aimed_at_from_whole_arguments() {
 }
 
 #[test]
+fn namespace_requests_name_the_namespaces_clone3_included() {
+    let user_mount = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as u64;
+    // clone: the low byte is the exit signal (SIGCHLD), not CLONE_NEWTIME.
+    let r = refused_with(libc::SYS_clone, -1, user_mount | 0x91, 0);
+    assert_eq!(
+        (r.kind, r.target.as_str(), r.layer),
+        (
+            Kind::Mount,
+            "new user, mount namespaces",
+            Some(Layer::Seccomp)
+        )
+    );
+    assert!(!r.approximate);
+    let r = refused_with(libc::SYS_unshare, -1, libc::CLONE_NEWNET as u64, 0);
+    assert_eq!(r.target, "new network namespace");
+    // clone3, refused ENOSYS whole: the flags read from its struct (size 88).
+    let r = refused_with(
+        libc::SYS_clone3,
+        -libc::ENOSYS,
+        0x80 | libc::CLONE_NEWPID as u64,
+        88,
+    );
+    assert_eq!(
+        (r.kind, r.operation.as_str(), r.target.as_str()),
+        (Kind::Mount, "clone3", "new pid, time namespaces")
+    );
+    assert!(
+        r.approximate,
+        "flags read from the command's memory after the call"
+    );
+    assert!(r.reason.unwrap().contains("ENOSYS"));
+}
+
+#[test]
 fn path_bytes_that_are_not_utf8_are_escaped_and_marked_approximate() {
     let mut ev = file(1, -13, 0, "");
     ev.path = b"/etc/x\xff".to_vec();
