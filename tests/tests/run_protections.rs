@@ -590,6 +590,71 @@ fn a_commondir_the_command_creates_in_a_git_dir_ends_the_sandbox() {
     assert_eq!(check.code, 1, "{check:?}");
 }
 
+/// The entries in `dir` named `NAME.warden-blocked-*` holding `NAME`: the moved-aside files.
+fn moved_aside(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(&format!("{name}.warden-blocked-"))
+        })
+        .map(|p| p.join(name))
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// Protected files that do not exist get no placeholder (an empty `.mcp.json` would break
+/// the host's tools reading it meanwhile and show in `git status`): one the command makes —
+/// in place, renamed in, or as it exits — is moved aside by pid 1 at once or by warden after
+/// the run, so the host's tools never read it; the command goes on, unless it keeps making
+/// them. A file that existed stays as it was.
+#[test]
+fn a_protected_file_the_command_creates_is_moved_aside() {
+    let env = TestEnv::new();
+    let project = env.project();
+    write(&project.join("lefthook.yml"), "pre-commit: {}\n");
+    let script = "echo '{\"mcpServers\":{\"x\":{\"command\":\"id\"}}}' > .mcp.json; \
+                  echo 'repos: []' > staged && mv staged .pre-commit-config.yaml; \
+                  sleep 0.5; \
+                  [ -e .mcp.json ] && echo mcp-still-there; \
+                  echo 'x' >> lefthook.yml 2>/dev/null || echo lefthook-refused; \
+                  echo '{}' > opencode.json; echo finished";
+    let out = sh(&env, &project, &[], script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("finished"), "{out:?}");
+    assert!(
+        !out.stdout.contains("mcp-still-there"),
+        "moved while it ran: {out:?}"
+    );
+    assert!(out.stdout.contains("lefthook-refused"), "{out:?}");
+    for name in [".mcp.json", ".pre-commit-config.yaml", "opencode.json"] {
+        assert!(!project.join(name).exists(), "{name}: {out:?}");
+        let moved = moved_aside(&project, name);
+        assert_eq!(moved.len(), 1, "{name}: {moved:?} {out:?}");
+        assert!(out
+            .stderr
+            .contains(&format!("{} appeared", project.join(name).display())));
+    }
+    let mcp = std::fs::read_to_string(&moved_aside(&project, ".mcp.json")[0]).unwrap();
+    assert!(mcp.contains("mcpServers"), "{mcp}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("lefthook.yml")).unwrap(),
+        "pre-commit: {}\n"
+    );
+    // Made again and again: moved each time, then the sandbox is ended.
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        "while true; do echo '{}' > crush.json 2>/dev/null; sleep 0.02; done",
+    );
+    assert_eq!(out.code, 137, "{out:?}");
+    assert!(out.stderr.contains("the sandbox was ended"), "{out:?}");
+    assert!(!project.join("crush.json").exists());
+}
+
 #[test]
 fn what_the_global_git_config_names_is_read_only_in_a_writable_home() {
     let env = TestEnv::new();

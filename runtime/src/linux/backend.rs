@@ -46,6 +46,9 @@ pub struct LinuxSandbox {
     /// The main repositories' indexes and `HEAD`s as they were before the command started.
     indexes_before: super::watch::IndexesBefore,
     heads_before: Vec<(PathBuf, Vec<u8>)>,
+    /// Protected files missing in the writable roots at the start: moved aside if the command
+    /// left one.
+    missing_protected: Vec<PathBuf>,
 }
 
 impl Backend for LinuxBackend {
@@ -279,6 +282,7 @@ impl Backend for LinuxBackend {
                     started,
                     indexes_before,
                     heads_before,
+                    missing_protected: plan.missing_protected.clone(),
                 })
             }
             Err(e) => {
@@ -313,6 +317,7 @@ impl Sandbox for LinuxSandbox {
         // the host's git will read them.
         super::watch::final_symlink_check(&self.git_dirs, &self.git_symlinks);
         super::gitrefs::final_check(&self.git_dirs, &self.git_overrides);
+        super::watch::final_protected_check(&self.missing_protected);
         super::watch::final_head_check(&self.heads_before);
         // Before an index may be moved aside (its gitlinks are what it names).
         super::watch::final_submodule_check(&self.git_dirs, self.started);

@@ -381,7 +381,11 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
     };
     let set = signal_set();
     // Watched before the command exists, so nothing it creates is missed.
-    let forbidden = match super::watch::Forbidden::watch(&plan.forbidden, &plan.git_dirs) {
+    let forbidden = match super::watch::Forbidden::watch(
+        &plan.forbidden,
+        &plan.git_dirs,
+        &plan.missing_protected,
+    ) {
         Ok(f) => f,
         Err(e) => fail(format_args!("watching the protected git dirs: {e}")),
     };

@@ -91,6 +91,13 @@ pub struct Plan {
     /// it points). Pid 1 watches their directories and moves such an entry aside at once.
     #[serde(default)]
     pub forbidden: Vec<PathBuf>,
+    /// Protected file names (`.mcp.json`, `.pre-commit-config.yaml`, …) directly in each
+    /// writable root that are missing when the sandbox starts and get no placeholder (an empty
+    /// file would break tools on the host that read it meanwhile, and show in `git status`):
+    /// pid 1 watches the roots and moves such a file aside as soon as it appears, and the
+    /// supervisor once more after the run, so the host's tools never take it as configuration.
+    #[serde(default)]
+    pub missing_protected: Vec<PathBuf>,
     /// The protected git dirs (a `.git`, a linked worktree's or submodule's git dir, a bare
     /// repository): pid 1 checks every `index` the command writes in them while it runs, and
     /// the supervisor each one once more after it ended ([`super::gitindex`]).
@@ -455,6 +462,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
     }
     let pin_at = mounts.len();
     let read_only_list: Vec<PathBuf> = read_only.iter().cloned().collect();
+    let missing_protected = missing_protected_files(fs, &writable, &placeholders, &read_only);
     mounts.extend(read_only.into_iter().map(|path| MountOp::ReadOnly { path }));
     for a in &rewritable {
         mounts.push(MountOp::Writable { path: a.clone() });
@@ -663,9 +671,33 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         network: input.network.map(|n| n.plan),
         terminal: None,
         forbidden,
+        missing_protected,
         git_dirs,
         mask_later,
     })
+}
+
+/// The protected file names missing directly in each writable root, without a placeholder
+/// and not inside a read-only entry ([`Plan::missing_protected`]).
+fn missing_protected_files(
+    fs: &dyn FsView,
+    writable: &[PathBuf],
+    placeholders: &[Placeholder],
+    read_only: &BTreeSet<PathBuf>,
+) -> Vec<PathBuf> {
+    let mut out = BTreeSet::new();
+    for root in writable {
+        if read_only.iter().any(|r| root.starts_with(r)) {
+            continue;
+        }
+        for name in PROTECTED_FILES {
+            let path = root.join(name);
+            if fs.kind(&path).is_none() && !placeholders.iter().any(|p| p.path == path) {
+                out.insert(path);
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// Entries visited at most while expanding one glob; more fails the run (a deny glob that

@@ -601,6 +601,27 @@ fn git_dirs_without_a_commondir_have_it_forbidden() {
 }
 
 #[test]
+fn missing_protected_files_in_writable_roots_are_watched_existing_ones_read_only() {
+    let mut fs = fs();
+    fs.file("/w/.mcp.json", "{}");
+    let plan = plan_for(SandboxSettings::default(), &fs).unwrap();
+    assert!(plan.mounts.contains(&MountOp::ReadOnly {
+        path: p("/w/.mcp.json")
+    }));
+    assert!(!plan.missing_protected.contains(&p("/w/.mcp.json")));
+    for name in ["opencode.json", ".pre-commit-config.yaml", ".gitmodules"] {
+        assert!(
+            plan.missing_protected.contains(&p("/w").join(name)),
+            "{name}"
+        );
+    }
+    // Only where the placeholders are not (a home's rc files get those).
+    for m in &plan.missing_protected {
+        assert!(!plan.placeholders.iter().any(|ph| ph.path == *m), "{m:?}");
+    }
+}
+
+#[test]
 fn a_home_inside_a_writable_root_gets_its_placeholders_too() {
     let mut fs = fs();
     fs.dir("/w/people/u");

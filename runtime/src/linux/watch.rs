@@ -17,6 +17,17 @@ pub struct Forbidden {
         std::path::PathBuf,
         Vec<std::ffi::OsString>,
     )>,
+    /// Protected file names missing at the start in writable roots
+    /// ([`super::plan::Plan::missing_protected`]): a watch on each root and the names in it.
+    /// One that appears is moved aside; the sandbox goes on (it could be the user's own,
+    /// made on the host meanwhile) unless they keep coming back ([`PROTECTED_REPEATS`]).
+    protected: Vec<(
+        nix::sys::inotify::WatchDescriptor,
+        std::path::PathBuf,
+        Vec<std::ffi::OsString>,
+    )>,
+    /// How many protected files were moved aside so far.
+    protected_moved: std::cell::Cell<u32>,
     /// A watch on each git dir's current `index` file itself (its inode): a write through
     /// another hard link (`ln .git/index .git/objects/x`, written there) or a new link
     /// (IN_ATTRIB: the link count) reaches no watch on the git dir.
@@ -27,6 +38,10 @@ pub struct Forbidden {
     /// [`INDEX_POLL`].
     index_stamps: std::cell::RefCell<Vec<(std::path::PathBuf, Vec<i64>)>>,
 }
+
+/// Protected files moved aside in one run after which the sandbox is ended: a command making
+/// them again and again races the move for the time a host tool could read one.
+pub const PROTECTED_REPEATS: u32 = 8;
 
 /// How often pid 1 looks at the indexes' times (a few `lstat`s).
 pub const INDEX_POLL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -131,9 +146,10 @@ impl Forbidden {
     pub fn watch(
         paths: &[std::path::PathBuf],
         git_dirs: &[std::path::PathBuf],
+        protected: &[std::path::PathBuf],
     ) -> Result<Option<Forbidden>, String> {
         use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-        if paths.is_empty() && git_dirs.is_empty() {
+        if paths.is_empty() && git_dirs.is_empty() && protected.is_empty() {
             return Ok(None);
         }
         let inotify =
@@ -174,8 +190,44 @@ impl Forbidden {
                 Err(_) => {}
             }
         }
+        // The writable roots: a new entry there is looked at only by name (IN_CREATE for a
+        // file made in place, IN_MOVED_TO for one renamed in; a write to an existing file is
+        // no concern here). The same directory watched above keeps its own mask.
+        let mut protected_watches: Vec<(
+            nix::sys::inotify::WatchDescriptor,
+            std::path::PathBuf,
+            Vec<std::ffi::OsString>,
+        )> = Vec::new();
+        for p in protected {
+            let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+                continue;
+            };
+            if let Some(w) = protected_watches.iter_mut().find(|w| w.1 == dir) {
+                w.2.push(name.to_os_string());
+                continue;
+            }
+            let mask = if watches.iter().any(|w| w.1 == dir) {
+                AddWatchFlags::IN_CREATE
+                    | AddWatchFlags::IN_MOVED_TO
+                    | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_MODIFY
+            } else {
+                AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO
+            };
+            match inotify.add_watch(dir, mask) {
+                Ok(wd) => {
+                    protected_watches.push((wd, dir.to_path_buf(), vec![name.to_os_string()]))
+                }
+                Err(e @ (nix::errno::Errno::ENOSPC | nix::errno::Errno::ENOMEM)) => {
+                    return Err(inotify_error(e))
+                }
+                Err(_) => {}
+            }
+        }
         let f = Forbidden {
             inotify,
+            protected: protected_watches,
+            protected_moved: std::cell::Cell::new(0),
             index_stamps: std::cell::RefCell::new(
                 with_worktrees(git_dirs)
                     .into_iter()
@@ -243,6 +295,13 @@ impl Forbidden {
                 continue;
             }
             if let Some((_, dir, _)) = self
+                .protected
+                .iter()
+                .find(|(wd, _, names)| *wd == event.wd && names.contains(name))
+            {
+                self.move_protected(&dir.join(name));
+            }
+            if let Some((_, dir, _)) = self
                 .watches
                 .iter()
                 .find(|(wd, _, names)| *wd == event.wd && names.contains(name))
@@ -286,6 +345,25 @@ impl Forbidden {
              config from where it points); {what}; the sandbox was ended",
             path.display()
         );
+    }
+
+    /// Moves a protected file that appeared in a writable root aside, if it is there; after
+    /// [`PROTECTED_REPEATS`] of them, ends the sandbox too.
+    fn move_protected(&self, path: &std::path::Path) {
+        if std::fs::symlink_metadata(path).is_err() {
+            return;
+        }
+        let n = self.protected_moved.get() + 1;
+        self.protected_moved.set(n);
+        let (what, ended) = if n >= PROTECTED_REPEATS {
+            (
+                end_and_move_aside(path, false),
+                "; the sandbox was ended (one too many)",
+            )
+        } else {
+            (move_aside(path, false), "")
+        };
+        eprintln!("{}{ended}", protected_message(path, &what));
     }
 
     /// Whether [`Forbidden::poll_indexes`] has anything to look at.
@@ -333,7 +411,36 @@ impl Forbidden {
                 self.remove(&dir.join(name));
             }
         }
+        for (_, dir, names) in &self.protected {
+            for name in names {
+                self.move_protected(&dir.join(name));
+            }
+        }
     }
+}
+
+/// What warden says of a protected file that appeared in a writable root.
+fn protected_message(path: &std::path::Path, what: &str) -> String {
+    format!(
+        "warden: blocked: {} appeared in a writable directory; it is protected (tools on the \
+         host read it as configuration that runs commands) and was not there when the sandbox \
+         started; {what}",
+        path.display()
+    )
+}
+
+/// After the sandbox ended: a protected file missing at the start that exists now (made in a
+/// moment pid 1 could not see, or as the sandbox ended) is moved aside. Returns whether one
+/// was.
+pub fn final_protected_check(missing: &[std::path::PathBuf]) -> bool {
+    let mut found = false;
+    for path in missing {
+        if std::fs::symlink_metadata(path).is_ok() {
+            found = true;
+            eprintln!("{}", protected_message(path, &move_aside(path, false)));
+        }
+    }
+    found
 }
 
 /// `denyRead` paths missing when the sandbox started ([`super::plan::Plan::mask_later`]):
