@@ -520,20 +520,34 @@ fn hooks_and_config_the_repository_names_outside_git_are_read_only() {
     write(&project.join(".git/HEAD"), "ref: refs/heads/main\n");
     write(
         &project.join(".git/config"),
-        "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../tools/gitconfig\n",
+        "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../tools/gitconfig\n\
+         [include]\n\tpath = ~/../project/tools/tilde.cfg\n\
+         [includeIf \"onbranch:main\"]\n\tpath = ~/../project/tools/missing.cfg\n",
     );
     write(&project.join(".githooks/README"), "hooks\n");
     write(&project.join("tools/gitconfig"), "[user]\n\tname = x\n");
+    // `~` is the home, as git expands it (red-team round 22 wrote through these).
+    write(&project.join("tools/tilde.cfg"), "[user]\n\tname = x\n");
     let script = attempts(&[
         ("hook", "echo 'echo pwned' > .githooks/pre-commit"),
         (
             "include",
             "echo '[core] fsmonitor = evil' >> tools/gitconfig",
         ),
+        ("tilde", "echo '[core] fsmonitor = evil' >> tools/tilde.cfg"),
+        (
+            "tilde-missing",
+            "echo '[core] fsmonitor = evil' > tools/missing.cfg",
+        ),
     ]) + "echo ok > tools/other && echo wrote";
     let out = sh(&env, &project, &[], &script);
     assert_eq!(out.code, 0, "{out:?}");
-    assert_refused(&out, &["hook", "include"]);
+    assert_refused(&out, &["hook", "include", "tilde", "tilde-missing"]);
+    assert_eq!(
+        std::fs::read_to_string(project.join("tools/tilde.cfg")).unwrap(),
+        "[user]\n\tname = x\n"
+    );
+    assert!(!project.join("tools/missing.cfg").is_file());
     assert!(out.stdout.contains("wrote"), "{out:?}");
     assert!(!project.join(".githooks/pre-commit").exists());
     assert_eq!(

@@ -298,6 +298,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             root,
             depth,
             paths.mandatory.allow_git_config,
+            &p.context.home,
             &mut read_only,
         );
     }
@@ -365,6 +366,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 &gitdir,
                 &worktree,
                 paths.mandatory.allow_git_config,
+                &p.context.home,
                 &mut found,
             );
             for p in found {
@@ -430,6 +432,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             a,
             depth,
             paths.mandatory.allow_git_config,
+            &p.context.home,
             &mut reprotected,
         );
     }
@@ -873,6 +876,7 @@ fn find_protected(
     root: &Path,
     depth: usize,
     allow_git_config: bool,
+    home: &Path,
     out: &mut BTreeSet<PathBuf>,
 ) {
     // The view says what each entry is (lstat), so symlinks are never followed out of the root.
@@ -891,7 +895,7 @@ fn find_protected(
             continue;
         }
         if name == ".git" && kind == Some(FileKind::Dir) {
-            protect_repository(fs, &path, root, allow_git_config, out);
+            protect_repository(fs, &path, root, allow_git_config, home, out);
             continue;
         }
         // A bare repository (`remote.git` beside its clone): a host `git push` runs its hooks.
@@ -899,14 +903,14 @@ fn find_protected(
             && fs.kind(&path.join("HEAD")) == Some(FileKind::File)
             && crate::policy::mandatory::is_git_dir(fs, &path)
         {
-            protect_repository(fs, &path, &path, allow_git_config, out);
+            protect_repository(fs, &path, &path, allow_git_config, home, out);
             continue;
         }
         if depth > 1
             && kind == Some(crate::policy::fsview::FileKind::Dir)
             && !SEARCH_SKIP.contains(&name)
         {
-            find_protected(fs, &path, depth - 1, allow_git_config, out);
+            find_protected(fs, &path, depth - 1, allow_git_config, home, out);
         }
     }
 }
@@ -920,12 +924,13 @@ fn protect_repository(
     gitdir: &Path,
     worktree: &Path,
     allow_git_config: bool,
+    home: &Path,
     out: &mut BTreeSet<PathBuf>,
 ) {
     protect_git_dir(fs, gitdir, allow_git_config, out);
-    protect_named_by_config(fs, gitdir, worktree, out);
+    protect_named_by_config(fs, gitdir, worktree, home, out);
     if fs.kind(&gitdir.join("modules")) == Some(FileKind::Dir) {
-        submodule_git_dirs(fs, &gitdir.join("modules"), allow_git_config, out);
+        submodule_git_dirs(fs, &gitdir.join("modules"), allow_git_config, home, out);
     }
     let worktrees = gitdir.join("worktrees");
     for wt in fs.read_dir(&worktrees) {
@@ -988,9 +993,10 @@ fn protect_named_by_config(
     fs: &dyn FsView,
     gitdir: &Path,
     worktree: &Path,
+    home: &Path,
     out: &mut BTreeSet<PathBuf>,
 ) {
-    for c in crate::policy::mandatory::config_named_paths(fs, gitdir, worktree) {
+    for c in crate::policy::mandatory::config_named_paths(fs, gitdir, worktree, Some(home)) {
         if fs.kind(&c.path).is_some() {
             out.insert(c.path);
         }
@@ -1039,6 +1045,7 @@ fn submodule_git_dirs(
     fs: &dyn FsView,
     modules: &Path,
     allow_git_config: bool,
+    home: &Path,
     out: &mut BTreeSet<PathBuf>,
 ) {
     let mut found = Vec::new();
@@ -1052,7 +1059,7 @@ fn submodule_git_dirs(
             if fs.kind(&dotgit) == Some(FileKind::File) {
                 out.insert(dotgit);
             }
-            protect_named_by_config(fs, &p, &checkout, out);
+            protect_named_by_config(fs, &p, &checkout, home, out);
         }
     }
 }

@@ -235,6 +235,7 @@ impl Mandatory {
     pub fn discover(
         fs: &dyn FsView,
         cwd: &Path,
+        home: Option<&Path>,
         allow_git_config: bool,
         config: Vec<ConfigPath>,
     ) -> Self {
@@ -246,16 +247,16 @@ impl Mandatory {
                 Some(FileKind::File) => {
                     if let Some(gitdir) = read_gitdir(fs, &dotgit, dir) {
                         if let Some(common) = read_commondir(fs, &gitdir) {
-                            config.extend(config_named_paths(fs, &common, dir));
+                            config.extend(config_named_paths(fs, &common, dir, home));
                             extra.push(common);
                         }
-                        config.extend(config_named_paths(fs, &gitdir, dir));
+                        config.extend(config_named_paths(fs, &gitdir, dir, home));
                         extra.push(gitdir);
                     }
                     break;
                 }
                 Some(_) => {
-                    config.extend(config_named_paths(fs, &dotgit, dir));
+                    config.extend(config_named_paths(fs, &dotgit, dir, home));
                     break;
                 }
                 None => {}
@@ -458,17 +459,49 @@ impl Mandatory {
 /// includes it, followed in turn). A sandbox that could write them would get its hooks or
 /// config run by the host's git. The config itself is protected, so what it names cannot
 /// change during a run.
-pub fn config_named_paths(fs: &dyn FsView, gitdir: &Path, worktree: &Path) -> Vec<ConfigPath> {
+///
+/// `~` in them is the user's `home` (red-team round 22: a repository's `core.hooksPath =
+/// ~/project/hooks` or `include.path = ~/project/extra.cfg` was left writable), `~NAME` that
+/// user's home from `/etc/passwd`.
+pub fn config_named_paths(
+    fs: &dyn FsView,
+    gitdir: &Path,
+    worktree: &Path,
+    home: Option<&Path>,
+) -> Vec<ConfigPath> {
     let mut out = Vec::new();
     config_file_paths(
         fs,
         &gitdir.join("config"),
         Some(worktree),
-        None,
+        home,
         0,
         &mut out,
     );
     out
+}
+
+/// A config path starting with `~` as git expands it (`expand_user_path`): `~` and `~/…` in
+/// `home`, `~NAME` and `~NAME/…` in that user's home directory (`/etc/passwd`). `None`: not
+/// such a path, or one that cannot be expanded.
+fn expand_tilde(fs: &dyn FsView, value: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let rest = value.strip_prefix('~')?;
+    let (user, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let base = if user.is_empty() {
+        home?.to_path_buf()
+    } else {
+        let passwd = fs.read_to_string(Path::new("/etc/passwd"))?;
+        let dir = passwd.lines().find_map(|l| {
+            let fields: Vec<&str> = l.split(':').collect();
+            (fields.len() >= 7 && fields[0] == user).then(|| fields[5].to_string())
+        })?;
+        PathBuf::from(dir)
+    };
+    Some(if tail.is_empty() {
+        base
+    } else {
+        super::fsview::lexical(&base, Path::new(tail))
+    })
 }
 
 /// Levels of `include.path` followed.
@@ -523,9 +556,9 @@ pub fn config_file_paths(
             ("include" | "includeif", "path") => (Some(base), false, "git include.path"),
             _ => continue,
         };
-        let path = if let Some(rest) = value.strip_prefix("~/") {
-            match home {
-                Some(h) => h.join(rest),
+        let path = if value.starts_with('~') {
+            match expand_tilde(fs, &value, home) {
+                Some(p) => p,
                 None => continue,
             }
         } else if Path::new(&value).is_absolute() {

@@ -82,7 +82,7 @@ fn worktree_git_file_is_followed_to_real_and_common_dir() {
     fs.file("/wt/.git", "gitdir: /repo/.git/worktrees/wt\n")
         .file("/repo/.git/worktrees/wt/commondir", "../..\n")
         .dir("/wt/src");
-    let m = Mandatory::discover(&fs, Path::new("/wt/src"), false, Vec::new());
+    let m = Mandatory::discover(&fs, Path::new("/wt/src"), None, false, Vec::new());
     assert_eq!(
         m.extra_git_dirs,
         vec![
@@ -100,7 +100,7 @@ fn separate_git_dir_with_any_name_is_protected() {
     let mut fs = MemFs::new();
     fs.file("/w/.git", "gitdir: ../store/w.gitdir")
         .dir("/store/w.gitdir");
-    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
+    let m = Mandatory::discover(&fs, Path::new("/w"), None, false, Vec::new());
     assert_eq!(
         hit(&m, "/store/w.gitdir/hooks/pre-push").as_deref(),
         Some("/store/w.gitdir/hooks/**")
@@ -179,7 +179,7 @@ fn hooks_path_and_included_config_named_by_the_repository_are_protected() {
         "[core]\n\trepositoryformatversion = 0\n\thooksPath = .githooks\n[include]\n\tpath = ../tools/gitconfig\n[includeIf \"gitdir:/w/\"]\n\tpath = \"/etc/team.gitconfig\"\n[alias]\n\tpath = not-a-path\n",
     )
     .dir("/w/src");
-    let m = Mandatory::discover(&fs, Path::new("/w/src"), false, Vec::new());
+    let m = Mandatory::discover(&fs, Path::new("/w/src"), None, false, Vec::new());
     assert!(hit(&m, "/w/.githooks/pre-commit").is_some());
     assert!(hit(&m, "/w/.githooks").is_some());
     assert!(hit(&m, "/w/tools/gitconfig").is_some());
@@ -197,7 +197,7 @@ fn a_husky_hooks_path_protects_the_scripts_one_level_up_and_tool_configs_by_name
     let mut fs = MemFs::new();
     fs.file("/w/.git/config", "[core]\n\thooksPath = .husky/_\n")
         .dir("/w/src");
-    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
+    let m = Mandatory::discover(&fs, Path::new("/w"), None, false, Vec::new());
     assert!(hit(&m, "/w/.husky/_/h").is_some());
     assert!(hit(&m, "/w/.husky/pre-commit").is_some());
     assert_eq!(hit(&m, "/w/src/pre-commit"), None);
@@ -217,7 +217,7 @@ fn a_husky_hooks_path_protects_the_scripts_one_level_up_and_tool_configs_by_name
     let mut fs = MemFs::new();
     fs.file("/w/.git/config", "[core]\n\thooksPath = tools/hooks\n")
         .dir("/w/src");
-    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
+    let m = Mandatory::discover(&fs, Path::new("/w"), None, false, Vec::new());
     assert!(hit(&m, "/w/tools/hooks/pre-commit").is_some());
     assert_eq!(hit(&m, "/w/tools/build.sh"), None);
 }
@@ -235,7 +235,7 @@ fn includes_are_followed_and_git_config_syntax_is_read_as_git_reads_it() {
         "[core]\n\thooksPath = \"hooks dir\" # quoted\n",
     )
     .dir("/w/src");
-    let m = Mandatory::discover(&fs, Path::new("/w"), false, Vec::new());
+    let m = Mandatory::discover(&fs, Path::new("/w"), None, false, Vec::new());
     for p in [
         "/w/conf/first.inc",
         "/w/conf/second.inc",
@@ -268,4 +268,45 @@ fn includes_are_followed_and_git_config_syntax_is_read_as_git_reads_it() {
             Path::new("/home/u/.githooks")
         ]
     );
+}
+
+/// Red-team round 22: `~` in a repository's own config (`core.hooksPath = ~/p/hooks`,
+/// `include.path = ~/p/extra.cfg`, `includeIf`) is the home, as git expands it, and `~NAME`
+/// that user's home; they were left writable.
+#[test]
+fn tilde_paths_in_a_repositorys_config_are_expanded_as_git_does() {
+    let mut fs = MemFs::new();
+    fs.file(
+        "/home/u/p/.git/config",
+        "[core]\n\thooksPath = ~/p/githooks\n[include]\n\tpath = ~/p/extra.cfg\n\
+         [includeIf \"gitdir:~/\"]\n\tpath = ~bob/team.cfg\n[include]\n\tpath = ~\n",
+    )
+    .file(
+        "/home/u/p/extra.cfg",
+        "[core]\n\thooksPath = ~nobody-here/x\n",
+    )
+    .file(
+        "/etc/passwd",
+        "root:x:0:0:root:/root:/bin/bash\nbob:x:1001:1001::/srv/bob:/bin/sh\n",
+    )
+    .dir("/home/u/p/src");
+    let m = Mandatory::discover(
+        &fs,
+        Path::new("/home/u/p"),
+        Some(Path::new("/home/u")),
+        false,
+        Vec::new(),
+    );
+    for p in [
+        "/home/u/p/githooks/pre-commit",
+        "/home/u/p/extra.cfg",
+        "/srv/bob/team.cfg",
+    ] {
+        assert!(hit(&m, p).is_some(), "{p}");
+    }
+    assert_eq!(hit(&m, "/home/u/p/src/main.rs"), None);
+    // Without a home, `~` paths name nothing (never the literal `~` directory).
+    let m = Mandatory::discover(&fs, Path::new("/home/u/p"), None, false, Vec::new());
+    assert!(hit(&m, "/home/u/p/githooks/pre-commit").is_none());
+    assert!(hit(&m, "/srv/bob/team.cfg").is_some());
 }

@@ -311,6 +311,7 @@ impl Policy {
         let mut mandatory = Mandatory::discover(
             fs,
             &cwd_real,
+            Some(&context.home),
             eff.bool("filesystem.allowGitConfig").unwrap_or(false),
             protected_with_hook(fs, eff, &context),
         );
