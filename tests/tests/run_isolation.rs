@@ -648,7 +648,7 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
          echo x > .vscode/tasks.json; echo x > .git/hooks/pre-commit; mkdir .git/hooks/sub; \
          rmdir .cursor; mv .idea .idea2; \
          for d in .gemini .zed .helix .kiro .roo .amazonq .continue .windsurf .devcontainer \
-                  .opencode .kilo .kilocode .qwen; do \
+                  .opencode .kilo .kilocode .qwen .factory .clinerules; do \
          mkdir -p $d/x; echo '{}' > $d/settings.json; done; echo end",
     );
     assert!(out.stdout.contains("end"), "{out:?}");
@@ -677,6 +677,9 @@ fn protected_paths_that_do_not_exist_yet_cannot_be_created() {
         ".kilo",
         ".kilocode",
         ".qwen",
+        // Round 22: Droid's and Cline's (hooks, MCP servers).
+        ".factory",
+        ".clinerules",
     ] {
         assert!(
             !p.join(name).exists(),

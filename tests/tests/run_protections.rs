@@ -634,7 +634,7 @@ fn a_protected_file_the_command_creates_is_moved_aside() {
                   sleep 0.5; \
                   [ -e .mcp.json ] && echo mcp-still-there; \
                   echo 'x' >> lefthook.yml 2>/dev/null || echo lefthook-refused; \
-                  echo '{}' > opencode.json; echo finished";
+                  echo '{}' > opencode.json; echo '{}' > lefthook-local.json; echo finished";
     let out = sh(&env, &project, &[], script);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains("finished"), "{out:?}");
@@ -643,7 +643,12 @@ fn a_protected_file_the_command_creates_is_moved_aside() {
         "moved while it ran: {out:?}"
     );
     assert!(out.stdout.contains("lefthook-refused"), "{out:?}");
-    for name in [".mcp.json", ".pre-commit-config.yaml", "opencode.json"] {
+    for name in [
+        ".mcp.json",
+        ".pre-commit-config.yaml",
+        "opencode.json",
+        "lefthook-local.json",
+    ] {
         assert!(!project.join(name).exists(), "{name}: {out:?}");
         let moved = moved_aside(&project, name);
         assert_eq!(moved.len(), 1, "{name}: {moved:?} {out:?}");
@@ -859,6 +864,13 @@ fn start_up_files_in_a_writable_home_are_protected() {
         ("bunfig", "echo 'preload = [\"x.ts\"]' > .bunfig.toml"),
         ("sqliterc", "echo '.shell touch /tmp/pwned' > .sqliterc"),
         ("mongoshrc", "echo x > .mongoshrc.js"),
+        // Round 22: less's start-up file (`#env LESSOPEN=|prog %s` runs under git's pager),
+        // husky 9's init script.
+        ("lesskey", "printf '#env\\nLESSOPEN=|x %%s\\n' > .lesskey"),
+        (
+            "husky-init",
+            "mkdir -p .config/husky && echo x > .config/husky/init.sh",
+        ),
     ]) + "echo x > notes.txt && echo wrote-notes";
     let out = sh(&env, &home, &[], &script);
     assert_eq!(out.code, 0, "{out:?}");
@@ -880,6 +892,8 @@ fn start_up_files_in_a_writable_home_are_protected() {
             "bunfig",
             "sqliterc",
             "mongoshrc",
+            "lesskey",
+            "husky-init",
         ],
     );
     assert!(out.stdout.contains("wrote-notes"), "{out:?}");
@@ -902,6 +916,8 @@ fn start_up_files_in_a_writable_home_are_protected() {
         ".bunfig.toml",
         ".sqliterc",
         ".mongoshrc.js",
+        ".lesskey",
+        ".config/husky",
     ] {
         assert!(!home.join(p).exists(), "{p} was written or left behind");
     }

@@ -49,6 +49,27 @@ pub const PROTECTED_FILES: &[&str] = &[
     ".huskyrc",
     ".huskyrc.json",
     ".huskyrc.js",
+    // Red-team round 22: lefthook reads its main config and the `-local` one merged over it
+    // as YAML, TOML or JSON(C), dotted or not; husky 4 its rc in every cosmiconfig spelling.
+    "lefthook.toml",
+    "lefthook.json",
+    "lefthook.jsonc",
+    ".lefthook.toml",
+    ".lefthook.json",
+    ".lefthook.jsonc",
+    "lefthook-local.yaml",
+    "lefthook-local.toml",
+    "lefthook-local.json",
+    "lefthook-local.jsonc",
+    ".lefthook-local.yaml",
+    ".lefthook-local.toml",
+    ".lefthook-local.json",
+    ".lefthook-local.jsonc",
+    ".huskyrc.yaml",
+    ".huskyrc.yml",
+    ".huskyrc.cjs",
+    "husky.config.js",
+    "husky.config.cjs",
 ];
 
 /// Directory names protected with everything below them.
@@ -80,6 +101,10 @@ pub const PROTECTED_DIRS: &[&str] = &[
     ".kilo",
     ".kilocode",
     ".qwen",
+    // Red-team round 22: Factory's Droid (`settings.json` hooks, `mcp.json`) and Cline's
+    // workspace hooks (`.clinerules/hooks/PreToolUse`, run by the extension).
+    ".factory",
+    ".clinerules",
 ];
 
 /// Whether `dir` is a git dir as git itself decides: `HEAD`, `objects/` and `refs/` (a
@@ -142,6 +167,16 @@ pub const HOME_STARTUP_FILES: &[&str] = &[
     ".mongoshrc.js",
     ".ghci",
     ".octaverc",
+    // less reads `~/.lesskey` (text) or `~/.less` (binary): its `#env` section sets
+    // `LESSOPEN`, a program less runs on every file it pages, git's pager included;
+    // bash-completion sources `~/.bash_completion`; screen's and the MySQL client's
+    // start-up files run commands (red-team round 22).
+    ".lesskey",
+    ".less",
+    ".config/lesskey",
+    ".bash_completion",
+    ".screenrc",
+    ".my.cnf",
 ];
 
 /// Directories in the home directory whose contents run on the host: on `PATH` (`.local/bin`,
@@ -197,6 +232,24 @@ pub const HOME_STARTUP_DIRS: &[&str] = &[
     ".jupyter",
     ".gemini",
     ".config/opencode",
+    // Red-team round 22: bash-completion's per-command files, husky 9's `init.sh` (sourced
+    // before every hook), the XDG places of vim (9.1+), emacs and neovim's plugins, terminal
+    // configs that run programs, other agents' and version managers' user configs, zsh's.
+    ".local/share/bash-completion",
+    ".config/husky",
+    ".config/vim",
+    ".config/emacs",
+    ".local/share/nvim",
+    ".config/wezterm",
+    ".config/kitty",
+    ".config/alacritty",
+    ".config/ghostty",
+    ".config/crush",
+    ".config/amp",
+    ".config/goose",
+    ".config/mise",
+    ".zsh",
+    ".factory",
     ".config/zed",
     ".config/helix",
 ];
