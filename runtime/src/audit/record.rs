@@ -1300,8 +1300,15 @@ fn rule_for(
 /// A proxy decision as a record: denied requests are violations (layer proxy), allowed ones
 /// are recorded too, as non-violations.
 pub fn from_net_event(sandbox: &str, ev: &NetEvent) -> ViolationRecord {
+    // An IPv6 literal in brackets once, whether the event's host has them or not (round 22
+    // found `[[::1]]:8997`); any other name as it came.
+    let bare = ev
+        .host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&ev.host);
     let target = match ev.port {
-        Some(p) if ev.host.contains(':') => format!("[{}]:{p}", ev.host),
+        Some(p) if bare.parse::<std::net::Ipv6Addr>().is_ok() => format!("[{bare}]:{p}"),
         Some(p) => format!("{}:{p}", ev.host),
         None => ev.host.clone(),
     };

@@ -518,6 +518,14 @@ fn proxy_denials_become_network_records_of_layer_proxy() {
     assert_eq!(r.layer, Some(Layer::Proxy));
     assert_eq!(r.source, "proxy");
     assert!(r.violation);
+    // IPv6 literals are bracketed once, with or without brackets in the event (round 22).
+    for host in ["::1", "[::1]"] {
+        let r = from_net_event(
+            "warden-9",
+            &NetEvent::new(Protocol::Socks5, host, Some(8997), &verdict),
+        );
+        assert_eq!(r.target, "[::1]:8997", "{host}");
+    }
     let allowed = Verdict {
         decision: Decision::Allow,
         ..verdict

@@ -273,6 +273,30 @@ async fn connect_with_a_disagreeing_host_header_is_refused() {
     assert!(st.seen.lock().unwrap().is_empty());
 }
 
+/// Red-team round 22: a forwarded request's Host without a port names port 80, not the
+/// target's port; a CONNECT's port-less Host (it reaches no server) still passes.
+#[tokio::test]
+async fn a_port_less_host_header_means_port_80_for_a_forwarded_request() {
+    let st = setup(&["allowed.test"], true, None).await;
+    let port = start_http(st.proxy.clone()).await;
+    let up = st.upstream_port;
+    let (head, _s) = roundtrip(
+        port,
+        &format!("GET http://allowed.test:{up}/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n"),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert!(st.seen.lock().unwrap().is_empty());
+    let denied = st.events.denied();
+    assert!(denied[0].reason.contains("disagrees"), "{denied:?}");
+    let (head, _s) = roundtrip(
+        port,
+        &format!("CONNECT allowed.test:{up} HTTP/1.1\r\nHost: allowed.test\r\n\r\n"),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
 #[tokio::test]
 async fn an_allowed_name_resolving_to_loopback_is_refused_by_the_guard() {
     let st = setup(&["allowed.test"], false, None).await;
@@ -374,6 +398,73 @@ async fn socks5_connects_allowed_names_and_refuses_others_with_0x02() {
     let denied = st.events.denied();
     assert_eq!(denied.len(), 2);
     assert!(denied.iter().all(|e| e.protocol == Protocol::Socks5));
+}
+
+/// Red-team round 22: requests refused before they name a target — SOCKS4, a SOCKS5 command
+/// or address type that does not exist, HTTP that hyper cannot parse — are recorded; a
+/// client that only connects and leaves is not.
+#[tokio::test]
+async fn requests_refused_while_parsing_are_recorded() {
+    let st = setup(&["allowed.test"], true, None).await;
+    let socks = start_socks(st.proxy.clone()).await;
+    // SOCKS4 CONNECT to 127.0.0.1:80.
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", socks))
+        .await
+        .unwrap();
+    s.write_all(&[4, 1, 0, 80, 127, 0, 0, 1, b'u', 0])
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest).await;
+    // SOCKS5 with command 4.
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", socks))
+        .await
+        .unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    assert_eq!(read_n(&mut s, 2).await, [5, 0]);
+    s.write_all(&[5, 4, 0, 1, 127, 0, 0, 1, 0, 80])
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest).await;
+    // Connected and gone: nothing.
+    drop(
+        tokio::net::TcpStream::connect(("127.0.0.1", socks))
+            .await
+            .unwrap(),
+    );
+    // HTTP with two Content-Lengths.
+    let http = start_http(st.proxy.clone()).await;
+    let (head, _s) = roundtrip(
+        http,
+        "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\
+         Content-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    let mut denied = Vec::new();
+    for _ in 0..100 {
+        denied = st.events.denied();
+        if denied.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let denied = if st.events.denied().len() > denied.len() {
+        st.events.denied()
+    } else {
+        denied
+    };
+    assert_eq!(denied.len(), 3, "{denied:#?}");
+    assert!(
+        denied.iter().all(|e| e.stage == Stage::Request),
+        "{denied:#?}"
+    );
+    assert!(denied[0].reason.contains("version"), "{denied:#?}");
+    assert!(denied[1].reason.contains("command"), "{denied:#?}");
+    assert!(denied[2].reason.contains("malformed HTTP"), "{denied:#?}");
+    assert!(st.seen.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

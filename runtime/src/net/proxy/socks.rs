@@ -52,9 +52,25 @@ async fn handle(proxy: Arc<Proxy>, stream: TcpStream) {
         }?;
         proto.read_command().await
     };
-    let Ok(Ok((proto, cmd, target))) = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await
-    else {
-        return;
+    let (proto, cmd, target) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(t)) => t,
+        // A request the handshake refused (SOCKS4 or 4a, a command or address type SOCKS5
+        // does not have, a wrong token) is recorded (red-team round 22); a client that went
+        // away or never finished is not.
+        Ok(Err(e)) => {
+            use fast_socks5::server::SocksServerError as E;
+            if !matches!(e, E::Io { .. } | E::EOF) {
+                let v = Verdict::deny(
+                    ReasonKind::InvalidHost,
+                    format!("SOCKS request refused: {e}"),
+                );
+                let mut event = NetEvent::new(Protocol::Socks5, super::http::UNPARSED, None, &v);
+                event.stage = Stage::Request;
+                proxy.config.events.record(event);
+            }
+            return;
+        }
+        Err(_) => return,
     };
     let (host, port) = match target {
         TargetAddr::Ip(sa) => (sa.ip().to_string(), sa.port()),
