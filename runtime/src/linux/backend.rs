@@ -191,12 +191,13 @@ impl Backend for LinuxBackend {
                 what: "blocking signals",
                 source: e.into(),
             })?;
-        let mut placeholders =
-            super::placeholder::hold(&plan.placeholders, &mut |list| janitor.placeholders(list))
-                .map_err(|source| BackendError::Io {
-                    what: "holding protected placeholders",
-                    source,
-                })?;
+        let mut placeholders = super::placeholder::hold(&plan.placeholders, &mut |list| {
+            janitor.placeholders(list, &plan.missing_protected)
+        })
+        .map_err(|source| BackendError::Io {
+            what: "holding protected placeholders",
+            source,
+        })?;
         if let Some(sock) = &command.approvals {
             janitor.socket(sock);
         }

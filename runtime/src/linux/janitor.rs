@@ -27,6 +27,9 @@ const CGROUP: u8 = b'C';
 const PLACEHOLDER_DIR: u8 = b'D';
 const PLACEHOLDER_FILE: u8 = b'F';
 const SOCKET: u8 = b'S';
+/// A protected file missing when the sandbox started ([`super::plan::Plan::missing_protected`]):
+/// one there after a run the supervisor could not finish (SIGKILL) is moved aside.
+const MISSING_PROTECTED: u8 = b'M';
 /// Everything reported was removed by the supervisor: nothing to sweep.
 const DONE: u8 = b'X';
 
@@ -108,8 +111,15 @@ impl Janitor {
 
     /// Reports placeholders this run may create, removed if still empty (and marked and
     /// unheld), in one write: each write wakes the janitor.
-    pub fn placeholders(&mut self, list: &[Placeholder]) {
+    /// The protected files missing at the start (`missing`) go in the same write: pid 1
+    /// moves one the command makes aside, and the supervisor after the run, but when the
+    /// supervisor was killed only the janitor is left to (red-team round 22b: a planted
+    /// `.mcp.json` outlived a SIGKILL of warden and later runs took it for the user's).
+    pub fn placeholders(&mut self, list: &[Placeholder], missing: &[PathBuf]) {
         let mut records = Vec::new();
+        for path in missing {
+            records.extend(record(MISSING_PROTECTED, path));
+        }
         for ph in list {
             let tag = if ph.dir {
                 PLACEHOLDER_DIR
@@ -162,6 +172,7 @@ pub(crate) struct Records {
     pub cgroups: Vec<PathBuf>,
     pub placeholders: Vec<Placeholder>,
     pub sockets: Vec<PathBuf>,
+    pub missing_protected: Vec<PathBuf>,
     /// The supervisor said it removed everything.
     pub done: bool,
 }
@@ -189,6 +200,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Records {
             PLACEHOLDER_DIR => out.placeholders.push(Placeholder { path, dir: true }),
             PLACEHOLDER_FILE => out.placeholders.push(Placeholder { path, dir: false }),
             SOCKET => out.sockets.push(path),
+            MISSING_PROTECTED => out.missing_protected.push(path),
             _ => {}
         }
     }
@@ -388,6 +400,8 @@ fn clean_up(records: &Records) {
         let _ = super::cgroup::remove_leftover(cg);
     }
     super::placeholder::sweep(&records.placeholders);
+    // The sandbox is gone (its cgroup killed above): a protected file it left is moved.
+    super::watch::final_protected_check(&records.missing_protected);
     for sock in &records.sockets {
         remove_socket(sock);
     }

@@ -76,6 +76,7 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
     let filled = base.path().join(".codex");
     let users = base.path().join(".vscode");
     std::fs::create_dir(&users).unwrap();
+    std::fs::write(base.path().join(".mcp.json"), b"{\"mcpServers\":{}}").unwrap();
     // Placeholders a supervisor made and held when it died (its descriptors closed, so no
     // lock is left); one was filled meanwhile.
     let held = crate::linux::placeholder::hold(
@@ -112,8 +113,26 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
             },
         ],
         sockets: vec![base.path().join("precious")],
+        missing_protected: vec![
+            base.path().join(".mcp.json"),
+            base.path().join("crush.json"),
+        ],
         done: false,
     });
+    // A protected file missing at the start that the command left: moved aside.
+    assert!(!base.path().join(".mcp.json").exists());
+    let moved: Vec<_> = std::fs::read_dir(base.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".mcp.json.warden-blocked-")
+        })
+        .collect();
+    assert_eq!(moved.len(), 1);
+    assert!(moved[0].path().join(".mcp.json").is_file());
+    assert!(!base.path().join("crush.json").exists());
     assert!(!ours.exists());
     assert!(
         theirs.exists(),

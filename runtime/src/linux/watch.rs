@@ -43,6 +43,11 @@ pub struct Forbidden {
 /// them again and again races the move for the time a host tool could read one.
 pub const PROTECTED_REPEATS: u32 = 8;
 
+/// The longest a move of a protected file may take before the command is taken to hold it
+/// up on purpose (an uncontended `mkdir` + `rename` takes well under a millisecond; the
+/// margin is for a loaded machine).
+pub const PROTECTED_MOVE_LIMIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How often pid 1 looks at the indexes' times (a few `lstat`s).
 pub const INDEX_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -355,13 +360,31 @@ impl Forbidden {
         }
         let n = self.protected_moved.get() + 1;
         self.protected_moved.set(n);
-        let (what, ended) = if n >= PROTECTED_REPEATS {
-            (
+        // One attempt while the command runs. A move that fails (the command raced it into
+        // the fresh directory) or is held up (the command keeps the directory's lock with
+        // long `getdents` over a crowded directory: round 22b kept a planted `.mcp.json`
+        // readable on the host for seconds that way, then pid 1 gave up) ends the sandbox,
+        // and the move is made with nothing left to race it.
+        let started = std::time::Instant::now();
+        let moved = try_move_aside(path, 1);
+        let slow = started.elapsed() > PROTECTED_MOVE_LIMIT;
+        let (what, ended) = match moved {
+            Some(aside) if !slow && n < PROTECTED_REPEATS => {
+                (format!("moved to {}", aside.display()), "")
+            }
+            Some(aside) => {
+                let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+                let why = if slow {
+                    "; the sandbox was ended (the move was held up)"
+                } else {
+                    "; the sandbox was ended (one too many)"
+                };
+                (format!("moved to {}", aside.display()), why)
+            }
+            None => (
                 end_and_move_aside(path, false),
-                "; the sandbox was ended (one too many)",
-            )
-        } else {
-            (move_aside(path, false), "")
+                "; the sandbox was ended (the move was raced)",
+            ),
         };
         eprintln!("{}{ended}", protected_message(path, &what));
     }
@@ -1142,10 +1165,31 @@ pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> Stri
 
 /// Moves `path` aside under a fresh name; see [`end_and_move_aside`].
 pub(crate) fn move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
+    let moved = try_move_aside(path, 16);
+    match moved {
+        Some(aside) => format!("moved to {}", aside.display()),
+        None if !remove_if_stuck => "it could not be moved aside: look at it".to_string(),
+        None => {
+            let removed = match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+                Ok(_) => std::fs::remove_file(path),
+                Err(_) => Ok(()),
+            };
+            match removed {
+                Ok(()) => "removed".to_string(),
+                Err(e) => format!("could not be removed ({e}): remove it by hand"),
+            }
+        }
+    }
+}
+
+/// Up to `tries` attempts to move `path` into a fresh `NAME.warden-blocked-<random>/`;
+/// where it went.
+fn try_move_aside(path: &std::path::Path, tries: usize) -> Option<std::path::PathBuf> {
     // Into a directory made for it under an unguessable name: names the command could
     // prepare in advance (`NAME.warden-blocked-0` … `-99`) must not keep the entry in place.
     let mut moved = None;
-    for _ in 0..16 {
+    for _ in 0..tries {
         let mut dir = path.as_os_str().to_os_string();
         dir.push(format!(".warden-blocked-{:016x}", random_u64()));
         let dir = std::path::PathBuf::from(dir);
@@ -1174,21 +1218,7 @@ pub(crate) fn move_aside(path: &std::path::Path, remove_if_stuck: bool) -> Strin
             }
         }
     }
-    match moved {
-        Some(aside) => format!("moved to {}", aside.display()),
-        None if !remove_if_stuck => "it could not be moved aside: look at it".to_string(),
-        None => {
-            let removed = match std::fs::symlink_metadata(path) {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-                Ok(_) => std::fs::remove_file(path),
-                Err(_) => Ok(()),
-            };
-            match removed {
-                Ok(()) => "removed".to_string(),
-                Err(e) => format!("could not be removed ({e}): remove it by hand"),
-            }
-        }
-    }
+    moved
 }
 
 /// 64 random bits from the kernel (getrandom), or the clock if that fails.

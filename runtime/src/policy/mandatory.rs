@@ -540,6 +540,9 @@ pub fn config_named_paths(
 fn expand_tilde(fs: &dyn FsView, value: &str, home: Option<&Path>) -> Option<PathBuf> {
     let rest = value.strip_prefix('~')?;
     let (user, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    // `~//x` is `$HOME//x` to git: the tail stays below the home (round 22b found `/x`
+    // protected instead).
+    let tail = tail.trim_start_matches('/');
     let base = if user.is_empty() {
         home?.to_path_buf()
     } else {

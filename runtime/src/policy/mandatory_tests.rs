@@ -278,7 +278,7 @@ fn tilde_paths_in_a_repositorys_config_are_expanded_as_git_does() {
     let mut fs = MemFs::new();
     fs.file(
         "/home/u/p/.git/config",
-        "[core]\n\thooksPath = ~/p/githooks\n[include]\n\tpath = ~/p/extra.cfg\n\
+        "[core]\n\thooksPath = ~//p//githooks\n[include]\n\tpath = ~/p/extra.cfg\n\
          [includeIf \"gitdir:~/\"]\n\tpath = ~bob/team.cfg\n[include]\n\tpath = ~\n",
     )
     .file(
