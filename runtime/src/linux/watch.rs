@@ -20,7 +20,8 @@ pub struct Forbidden {
     /// Protected file names missing at the start in writable roots
     /// ([`super::plan::Plan::missing_protected`]): a watch on each root and the names in it.
     /// One that appears is moved aside; the sandbox goes on (it could be the user's own,
-    /// made on the host meanwhile) unless they keep coming back ([`PROTECTED_REPEATS`]).
+    /// made on the host meanwhile) unless the move fails, is held up
+    /// ([`PROTECTED_MOVE_LIMIT`]) or they keep coming back ([`PROTECTED_REPEATS`]).
     protected: Vec<(
         nix::sys::inotify::WatchDescriptor,
         std::path::PathBuf,
@@ -352,8 +353,8 @@ impl Forbidden {
         );
     }
 
-    /// Moves a protected file that appeared in a writable root aside, if it is there; after
-    /// [`PROTECTED_REPEATS`] of them, ends the sandbox too.
+    /// Moves a protected file that appeared in a writable root aside, if it is there; ends
+    /// the sandbox too when the move fails or is held up, or after [`PROTECTED_REPEATS`].
     fn move_protected(&self, path: &std::path::Path) {
         if std::fs::symlink_metadata(path).is_err() {
             return;
