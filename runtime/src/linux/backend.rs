@@ -144,6 +144,7 @@ impl Backend for LinuxBackend {
             &RealFs,
         )?;
         plan.terminal = terminal;
+        plan.watch_fd = janitor.watch_fd();
         let cgroup = match Cgroup::create(&format!("{}", std::process::id())) {
             Ok(mut cg) => {
                 janitor.cgroup(cg.path());

@@ -83,7 +83,23 @@ pub fn run(plan: &Plan, go: std::os::fd::OwnedFd, net: Option<std::os::fd::Owned
         // SAFETY: fd 3 is now the channel and owned by nothing else.
         unsafe { std::os::fd::OwnedFd::from_raw_fd(NET_FD) }
     });
-    let first_closed: u32 = if net.is_some() { 4 } else { 3 };
+    let mut first_closed: u32 = if net.is_some() { 4 } else { 3 };
+    // The inotify instance the supervisor made (and the janitor holds too, so that this
+    // process's exit is not its last close: that waits for a grace period) survives as well.
+    let watch = plan.watch_fd.and_then(|raw| {
+        use std::os::fd::FromRawFd;
+        let target = first_closed as i32;
+        if raw != target {
+            // SAFETY: dup3 onto the first descriptor past the kept ones (whatever it was is
+            // about to be closed anyway); `raw` is closed by close_range below.
+            if unsafe { libc::dup3(raw, target, libc::O_CLOEXEC) } < 0 {
+                return None;
+            }
+        }
+        first_closed += 1;
+        // SAFETY: `target` is now that instance and owned by nothing else.
+        Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(target) })
+    });
     // Nothing of the supervisor's (janitor pipe, cgroup handles) stays open in the sandbox.
     // SAFETY: close_range only closes descriptors; the objects that owned them in this forked
     // copy are never used or dropped again (this function never returns).
@@ -92,7 +108,7 @@ pub fn run(plan: &Plan, go: std::os::fd::OwnedFd, net: Option<std::os::fd::Owned
     if let Err(e) = signal_set().thread_block() {
         fail(format_args!("blocking signals: {e}"));
     }
-    pid1(plan, net)
+    pid1(plan, net, watch)
 }
 
 /// Waits for `child`, forwarding signals to it; returns its exit code.
@@ -338,7 +354,7 @@ fn supervise_polling(
 }
 
 /// The sandbox's pid 1: builds the view, starts the command, reaps, forwards signals.
-fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
+fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>, watch: Option<std::os::fd::OwnedFd>) -> ! {
     let mut reserved = Vec::new();
     let setup = |reserved: &mut Vec<_>| -> Result<Option<std::os::fd::OwnedFd>, String> {
         super::harden::parent_death_signal(libc::SIGKILL).map_err(|e| e.to_string())?;
@@ -385,6 +401,7 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>) -> ! {
         &plan.forbidden,
         &plan.git_dirs,
         &plan.missing_protected,
+        watch,
     ) {
         Ok(f) => f,
         Err(e) => fail(format_args!("watching the protected git dirs: {e}")),

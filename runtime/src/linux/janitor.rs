@@ -37,6 +37,8 @@ const DONE: u8 = b'X';
 /// closes the pipe and lets the janitor run.
 pub struct Janitor {
     pipe: std::fs::File,
+    /// The inotify instance pid 1 watches the protected entries with ([`Janitor::watch_fd`]).
+    watch: Option<std::os::fd::OwnedFd>,
 }
 
 impl Janitor {
@@ -54,6 +56,20 @@ impl Janitor {
     /// starts with this thread's signal dispositions and descriptor table.
     pub unsafe fn start() -> std::io::Result<Janitor> {
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        // The inotify instance of pid 1's watches, made here so that the janitor holds a
+        // reference too: the last close of an instance with watches waits for an SRCU grace
+        // period (fsnotify_destroy_group: 6–16 ms measured here), and it must not be pid 1's
+        // on its way out — the caller would wait for it on every run in a git repository.
+        // The janitor's copy goes when it exits, after warden.
+        // SAFETY: inotify_init1 takes flags only; a new descriptor is returned or -1.
+        let watch = match unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) } {
+            fd if fd >= 0 => {
+                use std::os::fd::FromRawFd;
+                // SAFETY: a fresh descriptor owned by nothing else.
+                Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+            }
+            _ => None,
+        };
         let null = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -65,6 +81,7 @@ impl Janitor {
         let args = Box::leak(Box::new(ChildArgs {
             read_fd: read.as_raw_fd(),
             null_fd: std::os::fd::AsRawFd::as_raw_fd(&null),
+            keep_fd: watch.as_ref().map_or(-1, |w| w.as_raw_fd()),
             buf: buf.cast(),
             buf_len: BUF_BYTES,
             exe: c"/proc/self/exe".as_ptr(),
@@ -96,7 +113,14 @@ impl Janitor {
         drop(null);
         Ok(Janitor {
             pipe: std::fs::File::from(write),
+            watch,
         })
+    }
+
+    /// The inotify instance (close-on-exec) pid 1 inherits for its watches, shared with the
+    /// janitor so that pid 1's exit is not the last close; `None` if none could be made.
+    pub fn watch_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.watch.as_ref().map(|w| w.as_raw_fd())
     }
 
     /// Reports the run directory (removed recursively, if it is named `warden-*`).
@@ -236,6 +260,8 @@ fn map(len: usize) -> std::io::Result<*mut libc::c_void> {
 struct ChildArgs {
     read_fd: i32,
     null_fd: i32,
+    /// Kept open as descriptor 3 (close-on-exec) until the janitor exits, or -1.
+    keep_fd: i32,
     buf: *mut u8,
     buf_len: usize,
     exe: *const libc::c_char,
@@ -272,10 +298,40 @@ extern "C" fn stage_one(arg: *mut libc::c_void) -> libc::c_int {
         if r < 0 || n < 0 {
             sys(libc::SYS_exit_group, [1, 0, 0, 0, 0, 0]);
         }
+        let k = if a.keep_fd >= 0 {
+            sys(
+                libc::SYS_fcntl,
+                [
+                    a.keep_fd as usize,
+                    libc::F_DUPFD_CLOEXEC as usize,
+                    3,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        } else {
+            -1
+        };
         sys(libc::SYS_dup3, [fd(r), 0, 0, 0, 0, 0]);
         sys(libc::SYS_dup3, [fd(n), 1, 0, 0, 0, 0]);
         sys(libc::SYS_dup3, [fd(n), 2, 0, 0, 0, 0]);
-        sys(libc::SYS_close_range, [3, u32::MAX as usize, 0, 0, 0, 0]);
+        // pid 1's inotify instance as descriptor 3 (its last close waits for a grace period:
+        // here, after warden; replaced by the records' memfd before an exec).
+        let mut first_closed = 3usize;
+        if k >= 0 {
+            if k != 3 {
+                sys(
+                    libc::SYS_dup3,
+                    [fd(k), 3, libc::O_CLOEXEC as usize, 0, 0, 0],
+                );
+            }
+            first_closed = 4;
+        }
+        sys(
+            libc::SYS_close_range,
+            [first_closed, u32::MAX as usize, 0, 0, 0, 0],
+        );
         // Its own process group: terminal signals (^C) do not reach it; and it ignores the
         // rest of the usual ones.
         sys(libc::SYS_setpgid, [0, 0, 0, 0, 0, 0]);

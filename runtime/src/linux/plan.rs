@@ -98,6 +98,10 @@ pub struct Plan {
     /// supervisor once more after the run, so the host's tools never take it as configuration.
     #[serde(default)]
     pub missing_protected: Vec<PathBuf>,
+    /// The inotify instance pid 1 inherits for its watches (the supervisor's descriptor
+    /// number; see [`super::janitor::Janitor::watch_fd`]); `None`: pid 1 makes its own.
+    #[serde(default)]
+    pub watch_fd: Option<i32>,
     /// The protected git dirs (a `.git`, a linked worktree's or submodule's git dir, a bare
     /// repository): pid 1 checks every `index` the command writes in them while it runs, and
     /// the supervisor each one once more after it ended ([`super::gitindex`]).
@@ -675,6 +679,7 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         terminal: None,
         forbidden,
         missing_protected,
+        watch_fd: None,
         git_dirs,
         mask_later,
     })

@@ -153,13 +153,19 @@ impl Forbidden {
         paths: &[std::path::PathBuf],
         git_dirs: &[std::path::PathBuf],
         protected: &[std::path::PathBuf],
+        inherited: Option<std::os::fd::OwnedFd>,
     ) -> Result<Option<Forbidden>, String> {
         use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
         if paths.is_empty() && git_dirs.is_empty() && protected.is_empty() {
             return Ok(None);
         }
-        let inotify =
-            Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).map_err(inotify_error)?;
+        let inotify = match inherited {
+            // SAFETY: the supervisor's inotify instance (janitor::Janitor::watch_fd),
+            // non-blocking and close-on-exec, owned by nothing else in this process.
+            Some(fd) => unsafe { Inotify::from_owned_fd(fd) },
+            None => Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
+                .map_err(inotify_error)?,
+        };
         let mut watches: Vec<(
             nix::sys::inotify::WatchDescriptor,
             std::path::PathBuf,
