@@ -294,7 +294,16 @@ fn exec_setuid_id(id: &CStr, with_no_new_privs: bool) -> String {
             if libc::dup2(fd, 1) != 1 {
                 return 15;
             }
-            libc::execve(id.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            // ETXTBSY: another test's fork, made while the copy was open for writing, can
+            // hold that descriptor for a moment (the classic copy-then-exec race of
+            // multi-threaded test binaries); try again shortly.
+            for _ in 0..100 {
+                libc::execve(id.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                if *libc::__errno_location() != libc::ETXTBSY {
+                    break;
+                }
+                libc::usleep(10_000);
+            }
             127
         }
     });
