@@ -576,18 +576,11 @@ fn a_commondir_the_command_creates_in_a_git_dir_ends_the_sandbox() {
     assert_eq!(out.code, 137, "{out:?}");
     assert!(out.stderr.contains("the sandbox was ended"), "{out:?}");
     assert!(!project.join(".git/commondir").exists());
-    // Moved into a directory of its own under an unguessable name.
-    let moved: Vec<_> = std::fs::read_dir(project.join(".git"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().into_owned();
-            n.starts_with("commondir.warden-blocked-") && n != "commondir.warden-blocked-0"
-        })
-        .collect();
+    // Moved into a directory of its own under an unguessable name (not the one prepared,
+    // which holds no `commondir` file).
+    let moved = moved_aside(&project.join(".git"), "commondir");
     assert_eq!(moved.len(), 1, "{moved:?}");
-    assert!(moved[0].join("commondir").is_file(), "{moved:?}");
+    assert!(!moved[0].starts_with(project.join(".git/commondir.warden-blocked-0")));
     // A submodule's git dir, through a rename.
     let script = "echo \"$PWD/evil\" > .git/modules/sub/commondir.tmp && \
                   mv .git/modules/sub/commondir.tmp .git/modules/sub/commondir; sleep 5; echo survived";

@@ -12,21 +12,13 @@ use nix::unistd::Pid;
 pub struct Forbidden {
     pub inotify: nix::sys::inotify::Inotify,
     /// Each watch with its directory and the forbidden names in it.
-    watches: Vec<(
-        nix::sys::inotify::WatchDescriptor,
-        std::path::PathBuf,
-        Vec<std::ffi::OsString>,
-    )>,
+    watches: Watches,
     /// Protected file names missing at the start in writable roots
     /// ([`super::plan::Plan::missing_protected`]): a watch on each root and the names in it.
     /// One that appears is moved aside; the sandbox goes on (it could be the user's own,
     /// made on the host meanwhile) unless the move fails, is held up
     /// ([`PROTECTED_MOVE_LIMIT`]) or they keep coming back ([`PROTECTED_REPEATS`]).
-    protected: Vec<(
-        nix::sys::inotify::WatchDescriptor,
-        std::path::PathBuf,
-        Vec<std::ffi::OsString>,
-    )>,
+    protected: Watches,
     /// How many protected files were moved aside so far.
     protected_moved: std::cell::Cell<u32>,
     /// A watch on each git dir's current `index` file itself (its inode): a write through
@@ -38,6 +30,50 @@ pub struct Forbidden {
     /// mapping raises no inotify event, but the kernel updates the times; looked at every
     /// [`INDEX_POLL`].
     index_stamps: std::cell::RefCell<Vec<(std::path::PathBuf, Vec<i64>)>>,
+}
+
+/// Watches with their directory and the names looked for in it.
+type Watches = Vec<(
+    nix::sys::inotify::WatchDescriptor,
+    std::path::PathBuf,
+    Vec<std::ffi::OsString>,
+)>;
+
+/// What pid 1 watches a git dir for (see [`Forbidden::watch`]).
+const GIT_DIR_EVENTS: nix::sys::inotify::AddWatchFlags =
+    nix::sys::inotify::AddWatchFlags::IN_CREATE
+        .union(nix::sys::inotify::AddWatchFlags::IN_MOVED_TO)
+        .union(nix::sys::inotify::AddWatchFlags::IN_CLOSE_WRITE)
+        .union(nix::sys::inotify::AddWatchFlags::IN_MODIFY);
+
+/// Adds `name` (if any) to the watch on `dir` in `watches`, watching `dir` with `mask` first
+/// if it is not yet. Fails when the kernel has no watch left to give (the sandbox would run
+/// unwatched); a directory that cannot be watched otherwise (gone) is skipped.
+fn add_names(
+    inotify: &nix::sys::inotify::Inotify,
+    watches: &mut Watches,
+    dir: &std::path::Path,
+    name: Option<&std::ffi::OsStr>,
+    mask: nix::sys::inotify::AddWatchFlags,
+) -> Result<(), String> {
+    if let Some(w) = watches.iter_mut().find(|w| w.1 == dir) {
+        w.2.extend(name.map(std::ffi::OsStr::to_os_string));
+        return Ok(());
+    }
+    match inotify.add_watch(dir, mask) {
+        Ok(wd) => watches.push((
+            wd,
+            dir.to_path_buf(),
+            name.map(std::ffi::OsStr::to_os_string)
+                .into_iter()
+                .collect(),
+        )),
+        Err(e @ (nix::errno::Errno::ENOSPC | nix::errno::Errno::ENOMEM)) => {
+            return Err(inotify_error(e))
+        }
+        Err(_) => {}
+    }
+    Ok(())
 }
 
 /// Protected files moved aside in one run after which the sandbox is ended: a command making
@@ -166,75 +202,33 @@ impl Forbidden {
             None => Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
                 .map_err(inotify_error)?,
         };
-        let mut watches: Vec<(
-            nix::sys::inotify::WatchDescriptor,
-            std::path::PathBuf,
-            Vec<std::ffi::OsString>,
-        )> = Vec::new();
+        let mut watches: Watches = Vec::new();
         let entries = paths
             .iter()
             .filter_map(|p| Some((p.parent()?, Some(p.file_name()?))))
             .chain(git_dirs.iter().map(|g| (g.as_path(), None)));
         for (dir, name) in entries {
-            if let Some(w) = watches.iter_mut().find(|w| w.1 == dir) {
-                w.2.extend(name.map(|n| n.to_os_string()));
-                continue;
-            }
             // IN_CLOSE_WRITE and IN_MODIFY too: the git dir's `index` (and a split index's
             // `sharedindex.*`), written in place or renamed over from `index.lock`, is checked
             // each time ([`super::gitindex`]). git never writes either in place, so a check
             // that meets a half-written one and refuses it ends only an attack.
-            match inotify.add_watch(
-                dir,
-                AddWatchFlags::IN_CREATE
-                    | AddWatchFlags::IN_MOVED_TO
-                    | AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_MODIFY,
-            ) {
-                Ok(wd) => watches.push((
-                    wd,
-                    dir.to_path_buf(),
-                    name.map(|n| n.to_os_string()).into_iter().collect(),
-                )),
-                Err(e @ (nix::errno::Errno::ENOSPC | nix::errno::Errno::ENOMEM)) => {
-                    return Err(inotify_error(e))
-                }
-                Err(_) => {}
-            }
+            add_names(&inotify, &mut watches, dir, name, GIT_DIR_EVENTS)?;
         }
         // The writable roots: a new entry there is looked at only by name (IN_CREATE for a
         // file made in place, IN_MOVED_TO for one renamed in; a write to an existing file is
-        // no concern here). The same directory watched above keeps its own mask.
-        let mut protected_watches: Vec<(
-            nix::sys::inotify::WatchDescriptor,
-            std::path::PathBuf,
-            Vec<std::ffi::OsString>,
-        )> = Vec::new();
+        // no concern here). A directory watched above keeps its own mask (a second
+        // add_watch on it replaces the mask).
+        let mut protected_watches: Watches = Vec::new();
         for p in protected {
             let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
                 continue;
             };
-            if let Some(w) = protected_watches.iter_mut().find(|w| w.1 == dir) {
-                w.2.push(name.to_os_string());
-                continue;
-            }
             let mask = if watches.iter().any(|w| w.1 == dir) {
-                AddWatchFlags::IN_CREATE
-                    | AddWatchFlags::IN_MOVED_TO
-                    | AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_MODIFY
+                GIT_DIR_EVENTS
             } else {
                 AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO
             };
-            match inotify.add_watch(dir, mask) {
-                Ok(wd) => {
-                    protected_watches.push((wd, dir.to_path_buf(), vec![name.to_os_string()]))
-                }
-                Err(e @ (nix::errno::Errno::ENOSPC | nix::errno::Errno::ENOMEM)) => {
-                    return Err(inotify_error(e))
-                }
-                Err(_) => {}
-            }
+            add_names(&inotify, &mut protected_watches, dir, Some(name), mask)?;
         }
         let f = Forbidden {
             inotify,
