@@ -5,6 +5,7 @@
 //! checked from the host after the run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed unwrap is a failed test
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Stdio;
 use warden_tests::{Output, TestEnv};
@@ -2228,4 +2229,111 @@ printf '[core]\n\tfsmonitor = "touch {marker}; false"\n' > "{g}/config""#,
         "the host's git ran the nested planted fsmonitor"
     );
     assert!(!status.contains("D "), "{status}");
+}
+
+/// Placeholders are kept between runs in a pool in the home directory (a rename each way
+/// instead of making and removing directories): the project is left clean, the next run takes
+/// the same entries, and a sandbox that may write the pool's parent can still neither fill an
+/// entry, add one, nor move the pool aside to plant its own.
+#[test]
+fn placeholders_wait_in_a_pool_no_sandbox_can_touch() {
+    use std::os::unix::fs::MetadataExt;
+    let env = TestEnv::new();
+    let project = env.project();
+    let pool = env.home().join(".cache/warden/placeholders");
+    let inodes = |dir: &Path| -> BTreeSet<u64> {
+        std::fs::read_dir(dir)
+            .map(|d| d.map(|e| e.unwrap().metadata().unwrap().ino()).collect())
+            .unwrap_or_default()
+    };
+    let out = sh(
+        &env,
+        &project,
+        &[],
+        "stat -c %i .claude > /dev/null && echo ran",
+    );
+    assert!(out.stdout.contains("ran"), "{out:?}");
+    assert_eq!(
+        std::fs::read_dir(&project).unwrap().count(),
+        0,
+        "placeholders left in the project"
+    );
+    let kept = inodes(&pool);
+    assert!(kept.len() >= 10, "the pool kept {} entries", kept.len());
+    // The next run takes its placeholders from the pool (`.claude` is bound onto itself).
+    let out = sh(&env, &project, &[], "stat -c %i .claude");
+    assert_eq!(out.code, 0, "{out:?}");
+    let ino: u64 = out.stdout.trim().parse().unwrap();
+    assert!(
+        kept.contains(&ino),
+        "`.claude` was made anew: {ino} {kept:?}"
+    );
+    assert_eq!(inodes(&pool), kept, "the pool lost or gained entries");
+    // A sandbox that may write ~/.cache cannot touch the pool. A run with three writable
+    // roots first, so that entries are left in the pool while the attacking run (two roots,
+    // two sets of placeholders) is running.
+    let cache = env.home().join(".cache");
+    let extra = env.root().join("extra");
+    std::fs::create_dir(&extra).unwrap();
+    let out = sh(
+        &env,
+        &project,
+        &[
+            "--allow-write",
+            cache.to_str().unwrap(),
+            "--allow-write",
+            extra.to_str().unwrap(),
+        ],
+        "true",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let grown = inodes(&pool);
+    assert!(grown.len() >= 3 * kept.len(), "{} entries", grown.len());
+    let pool_s = pool.display().to_string();
+    let script = format!(
+        "echo \"left $(ls {pool_s} | wc -l)\"\n"
+    ) + &attempts(&[
+        (
+            "fill",
+            &format!("n=0; for e in {pool_s}/d-*; do echo x > $e/settings.json && n=1; done; [ $n = 1 ]"),
+        ),
+        ("add", &format!("mkdir {pool_s}/d-planted")),
+        (
+            "remove",
+            &format!("n=0; for e in {pool_s}/d-*; do rmdir $e && n=1; done; [ $n = 1 ]"),
+        ),
+        (
+            "move",
+            &format!("mv {}/warden {}/moved", cache.display(), cache.display()),
+        ),
+        (
+            "other",
+            &format!("touch {}/mine && rm {}/mine", cache.display(), cache.display()),
+        ),
+    ]);
+    let out = sh(
+        &env,
+        &project,
+        &["--allow-write", cache.to_str().unwrap()],
+        &script,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stdout.contains("left 0"),
+        "nothing left in the pool to attack: {out:?}"
+    );
+    assert_refused(&out, &["fill", "add", "remove", "move"]);
+    assert!(
+        out.stdout.contains("other ok"),
+        "~/.cache is not writable: {out:?}"
+    );
+    assert_eq!(inodes(&pool), grown, "the sandbox changed the pool");
+    for e in std::fs::read_dir(&pool).unwrap() {
+        let e = e.unwrap().path();
+        assert!(
+            e.is_file() || std::fs::read_dir(&e).unwrap().count() == 0,
+            "{} was filled",
+            e.display()
+        );
+    }
 }

@@ -192,9 +192,11 @@ impl Backend for LinuxBackend {
                 what: "blocking signals",
                 source: e.into(),
             })?;
-        let mut placeholders = super::placeholder::hold(&plan.placeholders, &mut |list| {
-            janitor.placeholders(list, &plan.missing_protected)
-        })
+        let mut placeholders = super::placeholder::hold(
+            &plan.placeholders,
+            plan.placeholder_pool.as_deref(),
+            &mut |list| janitor.placeholders(list, &plan.missing_protected),
+        )
         .map_err(|source| BackendError::Io {
             what: "holding protected placeholders",
             source,

@@ -90,6 +90,7 @@ fn clean_up_touches_only_warden_named_directories_and_empty_placeholders() {
                 dir: true,
             },
         ],
+        None,
         &mut |_| {},
     )
     .unwrap();

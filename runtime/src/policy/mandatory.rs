@@ -124,6 +124,12 @@ pub fn enclosing_git_dirs(fs: &dyn FsView, root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Where warden keeps empty placeholders between runs, relative to the home directory
+/// (`linux::placeholder`'s pool): protected like warden's settings, since a sandbox that could
+/// fill an entry or keep a writable descriptor to one would plant a protected directory's
+/// contents in the next project that takes it.
+pub const PLACEHOLDER_POOL: &str = ".cache/warden/placeholders";
+
 /// Files in the home directory, beyond the names protected everywhere, that programs the user
 /// runs on the host read as code: shell aliases and readline bindings, editor and terminal
 /// start-up files, session environments, Claude Code's user config (`mcpServers` commands),
