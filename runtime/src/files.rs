@@ -96,6 +96,19 @@ fn is_inherited_descriptor(path: &Path) -> bool {
     })
 }
 
+/// Where the Linux backend keeps released placeholders between runs
+/// ([`crate::policy::mandatory::PLACEHOLDER_POOL`] in the home directory of the account warden
+/// runs as, from the user database, not `$HOME`: a run with another `$HOME` — one inside some
+/// sandbox's writable root — must not take entries from a pool that sandbox could plant).
+/// `None` when the account has no home directory.
+pub fn placeholder_pool() -> Option<std::path::PathBuf> {
+    let user = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok()??;
+    if !user.dir.is_absolute() || user.dir == Path::new("/") {
+        return None;
+    }
+    Some(user.dir.join(crate::policy::mandatory::PLACEHOLDER_POOL))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -514,10 +514,15 @@ fn fork_burst_and_git_work() {
 
 /// A TestEnv handed over to `nobody`, and a warden command that runs as it.
 fn as_nobody(env: &TestEnv) -> std::process::Command {
+    as_uid(env, 65534)
+}
+
+/// [`as_nobody`] with another unprivileged uid (one no account uses, no home directory).
+fn as_uid(env: &TestEnv, uid: u32) -> std::process::Command {
     use std::os::unix::process::CommandExt;
     let base = run_base(env);
     let status = std::process::Command::new("chown")
-        .args(["-R", "65534:65534"])
+        .args(["-R", &format!("{uid}:{uid}")])
         .arg(env.root())
         .status()
         .unwrap();
@@ -526,7 +531,7 @@ fn as_nobody(env: &TestEnv) -> std::process::Command {
         "chown needs root: CI runs these tests as root"
     );
     let mut cmd = env.command();
-    cmd.uid(65534).gid(65534).env("TMPDIR", base);
+    cmd.uid(uid).gid(uid).env("TMPDIR", base);
     cmd
 }
 
@@ -584,13 +589,15 @@ fn a_sandbox_that_cannot_watch_its_git_dir_does_not_start() {
     let st = env.write_settings("s.json", r#"{"sandbox": {"failIfUnavailable": false}}"#);
     write(&env.project().join(".git/HEAD"), "ref: refs/heads/main\n");
     write(&env.project().join(".git/config"), "[core]\n");
-    let mut warden = as_nobody(&env);
-    // `nobody` holds every instance while the run starts.
+    // A uid of its own: the hog would starve every other test running as `nobody` meanwhile.
+    const UID: u32 = 65533;
+    let mut warden = as_uid(&env, UID);
+    // The caller's uid holds every instance while the run starts.
     let (hog, line) = warden_tests::spawn_and_read_line(
         std::process::Command::new("python3")
             .args(["-c", &warden_tests::hold_inotify_instances(20)])
-            .uid(65534)
-            .gid(65534),
+            .uid(UID)
+            .gid(UID),
     );
     assert!(line.trim().parse::<usize>().is_ok(), "{line:?}");
     let out = warden

@@ -2231,19 +2231,53 @@ printf '[core]\n\tfsmonitor = "touch {marker}; false"\n' > "{g}/config""#,
     assert!(!status.contains("D "), "{status}");
 }
 
-/// Placeholders are kept between runs in a pool in the home directory (a rename each way
-/// instead of making and removing directories): the project is left clean, the next run takes
-/// the same entries, and a sandbox that may write the pool's parent can still neither fill an
-/// entry, add one, nor move the pool aside to plant its own.
+/// The value of warden's placeholder mark on `path` (not following a symlink), if any.
+fn placeholder_mark(path: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: NUL-terminated strings; lgetxattr writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe {
+        libc::lgetxattr(
+            c.as_ptr(),
+            c"user.warden.placeholder".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    buf.truncate(usize::try_from(n).ok()?);
+    Some(buf)
+}
+
+/// Placeholders are kept between runs in a pool in the account's home directory (a rename
+/// each way instead of making and removing directories), each for the path it was released
+/// from: the project is left clean, the next run there takes the same entries, a sandbox that
+/// may write the pool's parent can neither fill an entry, add one, remove one nor move the
+/// pool aside, and a pool planted under another `$HOME` is not used.
 #[test]
 fn placeholders_wait_in_a_pool_no_sandbox_can_touch() {
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
     let env = TestEnv::new();
     let project = env.project();
-    let pool = env.home().join(".cache/warden/placeholders");
-    let inodes = |dir: &Path| -> BTreeSet<u64> {
-        std::fs::read_dir(dir)
-            .map(|d| d.map(|e| e.unwrap().metadata().unwrap().ino()).collect())
+    let account = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .unwrap()
+        .unwrap()
+        .dir;
+    let cache = account.join(".cache");
+    let pool = cache.join("warden/placeholders");
+    // The pool is shared with every other run of this account: look at this project's only.
+    let ours = |root: &Path| -> BTreeSet<u64> {
+        std::fs::read_dir(&pool)
+            .map(|d| {
+                d.map(|e| e.unwrap().path())
+                    .filter(|e| {
+                        placeholder_mark(e)
+                            .is_some_and(|m| m.starts_with(root.as_os_str().as_bytes()))
+                    })
+                    .map(|e| e.symlink_metadata().unwrap().ino())
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let out = sh(
@@ -2258,7 +2292,7 @@ fn placeholders_wait_in_a_pool_no_sandbox_can_touch() {
         0,
         "placeholders left in the project"
     );
-    let kept = inodes(&pool);
+    let kept = ours(&project);
     assert!(kept.len() >= 10, "the pool kept {} entries", kept.len());
     // The next run takes its placeholders from the pool (`.claude` is bound onto itself).
     let out = sh(&env, &project, &[], "stat -c %i .claude");
@@ -2268,49 +2302,49 @@ fn placeholders_wait_in_a_pool_no_sandbox_can_touch() {
         kept.contains(&ino),
         "`.claude` was made anew: {ino} {kept:?}"
     );
-    assert_eq!(inodes(&pool), kept, "the pool lost or gained entries");
-    // A sandbox that may write ~/.cache cannot touch the pool. A run with three writable
-    // roots first, so that entries are left in the pool while the attacking run (two roots,
-    // two sets of placeholders) is running.
-    let cache = env.home().join(".cache");
+    assert_eq!(ours(&project), kept, "the pool lost or gained entries");
+
+    // A sandbox that may write the pool's parent cannot touch it. A run with a second
+    // writable root first, so that entries are left in the pool while the attacking run runs.
     let extra = env.root().join("extra");
     std::fs::create_dir(&extra).unwrap();
     let out = sh(
         &env,
         &project,
-        &[
-            "--allow-write",
-            cache.to_str().unwrap(),
-            "--allow-write",
-            extra.to_str().unwrap(),
-        ],
+        &["--allow-write", extra.to_str().unwrap()],
         "true",
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let grown = inodes(&pool);
-    assert!(grown.len() >= 3 * kept.len(), "{} entries", grown.len());
+    let extra_kept = ours(&extra);
+    assert!(extra_kept.len() >= 10, "{} entries", extra_kept.len());
     let pool_s = pool.display().to_string();
-    let script = format!(
-        "echo \"left $(ls {pool_s} | wc -l)\"\n"
-    ) + &attempts(&[
-        (
-            "fill",
-            &format!("n=0; for e in {pool_s}/d-*; do echo x > $e/settings.json && n=1; done; [ $n = 1 ]"),
-        ),
-        ("add", &format!("mkdir {pool_s}/d-planted")),
-        (
-            "remove",
-            &format!("n=0; for e in {pool_s}/d-*; do rmdir $e && n=1; done; [ $n = 1 ]"),
-        ),
-        (
-            "move",
-            &format!("mv {}/warden {}/moved", cache.display(), cache.display()),
-        ),
-        (
-            "other",
-            &format!("touch {}/mine && rm {}/mine", cache.display(), cache.display()),
-        ),
-    ]);
+    let script = format!("echo \"left $(ls {pool_s} | wc -l)\"\n")
+        + &attempts(&[
+            (
+                "fill",
+                &format!(
+                    "n=0; for e in {pool_s}/d-*; do echo x > $e/settings.json && n=1; done; \
+                     [ $n = 1 ]"
+                ),
+            ),
+            ("add", &format!("mkdir {pool_s}/d-planted")),
+            (
+                "remove",
+                &format!("n=0; for e in {pool_s}/d-*; do rmdir $e && n=1; done; [ $n = 1 ]"),
+            ),
+            (
+                "move",
+                &format!("mv {}/warden {}/moved", cache.display(), cache.display()),
+            ),
+            (
+                "other",
+                &format!(
+                    "touch {}/warden-test-$$ && rm {}/warden-test-$$",
+                    cache.display(),
+                    cache.display()
+                ),
+            ),
+        ]);
     let out = sh(
         &env,
         &project,
@@ -2320,20 +2354,57 @@ fn placeholders_wait_in_a_pool_no_sandbox_can_touch() {
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         !out.stdout.contains("left 0"),
-        "nothing left in the pool to attack: {out:?}"
+        "nothing in the pool to attack: {out:?}"
     );
     assert_refused(&out, &["fill", "add", "remove", "move"]);
     assert!(
         out.stdout.contains("other ok"),
-        "~/.cache is not writable: {out:?}"
+        "the cache is not writable: {out:?}"
     );
-    assert_eq!(inodes(&pool), grown, "the sandbox changed the pool");
+    assert_eq!(ours(&extra), extra_kept, "the sandbox changed the pool");
     for e in std::fs::read_dir(&pool).unwrap() {
         let e = e.unwrap().path();
         assert!(
-            e.is_file() || std::fs::read_dir(&e).unwrap().count() == 0,
+            !e.join("settings.json").exists(),
             "{} was filled",
             e.display()
         );
     }
+
+    // A pool under the test's own $HOME (inside this sandbox's writable root, so the sandbox
+    // can plant one there) is not the pool: a run with that $HOME does not take from it.
+    let fake = env.home().join(".cache/warden/placeholders");
+    let names: Vec<String> = std::fs::read_dir(&pool)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|e| {
+            placeholder_mark(e).is_some_and(|m| m.starts_with(project.as_os_str().as_bytes()))
+        })
+        .map(|e| e.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let plant = format!(
+        "import os\nfor n in {names:?}:\n    p = os.path.join({fake:?}, n)\n    \
+         os.makedirs(p)\n    os.setxattr(p, 'user.warden.placeholder', {value:?}.encode())\n\
+         print('planted', len({names:?}))\n",
+        fake = fake.display().to_string(),
+        value = project.join(".claude").display().to_string(),
+    );
+    let out = env
+        .command()
+        .current_dir(env.root())
+        .args(["run", "--", "python3", "-c", &plant])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("planted"),
+        "{out:?}"
+    );
+    let planted: BTreeSet<u64> = std::fs::read_dir(&fake)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().ino())
+        .collect();
+    let out = sh(&env, &project, &[], "stat -c %i .claude");
+    let ino: u64 = out.stdout.trim().parse().unwrap();
+    assert!(!planted.contains(&ino), "a planted pool entry was taken");
+    assert_eq!(std::fs::read_dir(&fake).unwrap().count(), planted.len());
 }

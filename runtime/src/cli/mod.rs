@@ -230,11 +230,9 @@ fn protected_config(
         }
     }
     push(paths.managed.clone(), false, "warden managed settings");
-    push(
-        home.join(crate::policy::mandatory::PLACEHOLDER_POOL),
-        true,
-        "warden placeholder pool",
-    );
+    if let Some(pool) = crate::files::placeholder_pool() {
+        push(pool, true, crate::policy::mandatory::PLACEHOLDER_POOL_WHAT);
+    }
     // What the user's global git config names: its includes and an absolute or `~/`
     // hooks directory (the config files themselves are protected above and by name).
     if let Some(config) = paths.user.parent().and_then(|d| d.parent()) {

@@ -239,7 +239,7 @@ fn supervise_polling(
             fds.push(PollFd::new(f.inotify.as_fd(), PollFlags::POLLIN));
         }
         let mut late_at = None;
-        if let Some(l) = &late {
+        if let Some(l) = late.as_ref().filter(|l| !l.shared) {
             late_at = Some(fds.len());
             fds.push(PollFd::new(l.inotify.as_fd(), PollFlags::POLLIN));
         }
@@ -276,7 +276,9 @@ fn supervise_polling(
         if let (true, Some(f)) = (due, &forbidden) {
             f.poll_indexes();
         }
-        let late_ready = ready(late_at) || (due && late.is_some());
+        let shared_late = late.as_ref().is_some_and(|l| l.shared);
+        let late_ready =
+            ready(late_at) || (due && late.is_some()) || (forbidden_ready && shared_late);
         let sig_ready = ready(Some(0));
         drop(fds);
         if mounts_ready {
@@ -310,14 +312,16 @@ fn supervise_polling(
                 }
             }
         }
+        let mut events = Vec::new();
         if forbidden_ready {
             if let Some(f) = &forbidden {
-                f.handle();
+                events = f.read();
+                f.handle(&events);
             }
         }
         if late_ready {
             if let Some(l) = &mut late {
-                l.handle(&mut guarded);
+                l.handle(&events, &mut guarded);
             }
         }
         if chan_ready {
@@ -406,7 +410,10 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>, watch: Option<std::os::f
         Ok(f) => f,
         Err(e) => fail(format_args!("watching the protected git dirs: {e}")),
     };
-    let late = match super::watch::LateMasks::watch(&plan.mask_later) {
+    let late = match super::watch::LateMasks::watch(
+        &plan.mask_later,
+        forbidden.as_ref().map(|f| &f.inotify),
+    ) {
         Ok(l) => l,
         Err(e) => fail(format_args!(
             "watching the denyRead paths that do not exist yet: {e}"

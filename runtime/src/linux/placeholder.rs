@@ -18,13 +18,18 @@
 //! place afterwards (empty): leaving it is safe, removing it could unprotect a concurrent run.
 //!
 //! - A released placeholder is not removed but *kept* in a pool, a directory only this user
-//!   can write in the home directory ([`crate::policy::mandatory::PLACEHOLDER_POOL`]), and the
-//!   next run on the same filesystem renames it into place instead of creating one: a rename
-//!   each way instead of allocating an inode and a block and freeing them (on a journal-less
-//!   ext4 mounted with `discard`, as on our machines, a `mkdir` walks every recently freed inode
-//!   and an `rmdir` waits for a synchronous discard). An entry is taken only if it is marked,
-//!   this user's and empty; every sandbox gets the pool read-only, so none can fill an entry or
-//!   hold a writable descriptor to one.
+//!   can write in the account's home directory ([`crate::files::placeholder_pool`]), and the
+//!   next run that needs a placeholder at the *same path* renames it back into place instead of
+//!   creating one: a rename each way instead of allocating an inode and a block and freeing
+//!   them (on a journal-less ext4 mounted with `discard`, as on our machines, a `mkdir` walks
+//!   every recently freed inode and an `rmdir` waits for a synchronous discard). Same path
+//!   only, because of what a pooled entry may carry: a sandbox whose writable root holds the
+//!   placeholder below its top level (a parent directory of the project) can write into it and
+//!   keep a descriptor to it (red-team: through the pool such a descriptor reached an unrelated
+//!   project's `.claude`); back at its own path the entry is reachable by exactly the sandboxes
+//!   that could write that path anyway. The mark's value names the path the entry was released
+//!   from (set by warden in the pool, which every sandbox sees read-only); an entry is taken
+//!   only if it is marked for that path, this user's and empty.
 
 use super::plan::Placeholder;
 use std::ffi::CString;
@@ -41,8 +46,9 @@ pub const MARK: &str = "user.warden.placeholder";
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// Attempts per entry when it keeps appearing and disappearing under us.
 const ATTEMPTS: usize = 100;
-/// Entries the pool keeps at most; a placeholder released into a fuller pool is removed.
-const POOL_MAX: usize = 256;
+/// Entries the pool keeps at most; giving one to a full pool first removes an entry kept for
+/// another path (or the placeholder is removed instead, if none can be).
+const POOL_MAX: usize = 512;
 
 /// The placeholders a running sandbox holds; [`Held::release`] when it has ended.
 #[derive(Debug, Default)]
@@ -332,7 +338,7 @@ pub fn sweep(list: &[Placeholder]) {
 /// marked entry and empty.
 fn retire(path: &Path, fd: &OwnedFd, pool: Option<&mut Pool>) {
     if let (Some(pool), Some(dir)) = (pool, reusable(fd)) {
-        if still_named(fd, path).unwrap_or(false) && pool.give(path, dir) {
+        if still_named(fd, path).unwrap_or(false) && pool.give(path, fd, dir) {
             return;
         }
     }
@@ -394,11 +400,11 @@ impl Pool {
         if self.elsewhere.iter().any(|d| d == parent) {
             return Taken::Nothing;
         }
-        let prefix: &[u8] = if ph.dir { b"d-" } else { b"f-" };
+        let prefix = pool_prefix(&ph.path, ph.dir);
         while let Some(pos) = self
             .names
             .iter()
-            .rposition(|n| n.as_bytes().starts_with(prefix))
+            .rposition(|n| n.as_bytes().starts_with(prefix.as_bytes()))
         {
             let name = self.names.swap_remove(pos);
             let flags = libc::O_RDONLY
@@ -414,7 +420,10 @@ impl Pool {
             ) else {
                 continue;
             };
-            if reusable(&fd) != Some(ph.dir) || lock(&fd, libc::LOCK_SH, Duration::ZERO).is_err() {
+            if reusable(&fd) != Some(ph.dir)
+                || !marked_for(&fd, &ph.path)
+                || lock(&fd, libc::LOCK_SH, Duration::ZERO).is_err()
+            {
                 continue;
             }
             match nix::fcntl::renameat2(
@@ -440,20 +449,35 @@ impl Pool {
         Taken::Nothing
     }
 
-    /// Moves the released placeholder at `path` into the pool; false: it stays where it is.
-    fn give(&mut self, path: &Path, dir: bool) -> bool {
-        if self.count >= POOL_MAX {
+    /// Moves the released placeholder at `path` (open at `fd`) into the pool, marked for
+    /// `path`; false: it stays where it is.
+    fn give(&mut self, path: &Path, fd: &OwnedFd, dir: bool) -> bool {
+        let prefix = pool_prefix(path, dir);
+        while self.count >= POOL_MAX {
+            let Some(pos) = self
+                .names
+                .iter()
+                .position(|n| !n.as_bytes().starts_with(prefix.as_bytes()))
+            else {
+                return false;
+            };
+            let name = self.names.swap_remove(pos);
+            let flag = if name.as_bytes().starts_with(b"d-") {
+                nix::unistd::UnlinkatFlags::RemoveDir
+            } else {
+                nix::unistd::UnlinkatFlags::NoRemoveDir
+            };
+            if nix::unistd::unlinkat(&self.dir, name.as_os_str(), flag).is_ok() {
+                self.count -= 1;
+            }
+        }
+        if set_mark_value(fd, path.as_os_str().as_bytes()).is_err() {
             return false;
         }
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "{}-{:x}-{nanos:x}-{}",
-            if dir { "d" } else { "f" },
-            std::process::id(),
-            self.count
-        );
+        let name = format!("{prefix}{:x}-{nanos:x}-{}", std::process::id(), self.count);
         let moved = nix::fcntl::renameat2(
             nix::fcntl::AT_FDCWD,
             path,
@@ -467,6 +491,57 @@ impl Pool {
         }
         moved
     }
+}
+
+/// The names of the pool's entries kept for `path`: kind, then a hash of the path (which
+/// only narrows the search: the mark's value is compared in full).
+fn pool_prefix(path: &Path, dir: bool) -> String {
+    // FNV-1a, 64 bits.
+    let hash = path
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("{}-{hash:016x}-", if dir { "d" } else { "f" })
+}
+
+/// Whether the mark on `fd` names `path` (what [`Pool::give`] wrote).
+fn marked_for(fd: &OwnedFd, path: &Path) -> bool {
+    let want = path.as_os_str().as_bytes();
+    let Ok(name) = CString::new(MARK) else {
+        return false;
+    };
+    let mut buf = vec![0u8; want.len() + 1];
+    // SAFETY: fgetxattr writes at most `buf.len()` bytes into `buf`, which we own.
+    let n = unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    usize::try_from(n).is_ok_and(|n| buf.get(..n) == Some(want))
+}
+
+fn set_mark_value(fd: &OwnedFd, value: &[u8]) -> io::Result<()> {
+    let name = CString::new(MARK).map_err(io::Error::other)?;
+    // SAFETY: `name` is NUL-terminated and `value` is valid for its length.
+    let r = unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            libc::XATTR_REPLACE,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Whether `fd` may be used (or kept) as a placeholder: marked, this user's, empty (a

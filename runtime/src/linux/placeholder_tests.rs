@@ -317,3 +317,75 @@ fn a_pool_on_another_filesystem_is_left_alone() {
     assert!(!far.exists(), "left on the other filesystem");
     assert_eq!(pool_entries(&pool).len(), 1, "the pool changed");
 }
+
+#[test]
+fn a_pooled_entry_goes_back_only_to_the_path_it_was_released_from() {
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let (p, q) = (base.path().join("p"), base.path().join("q"));
+    std::fs::create_dir(&p).unwrap();
+    std::fs::create_dir(&q).unwrap();
+    let mut held = hold_pooled(&[dir_ph(&p.join(".claude"))], &pool);
+    let kept_ino = ino(&p.join(".claude"));
+    held.release();
+    let kept = pool_entries(&pool);
+    assert_eq!(kept.len(), 1);
+    // Another project: a new placeholder, the first project's entry stays in the pool.
+    let mut other = hold_pooled(&[dir_ph(&q.join(".claude"))], &pool);
+    assert_ne!(
+        ino(&q.join(".claude")),
+        kept_ino,
+        "another path's entry was taken"
+    );
+    assert!(kept[0].is_dir());
+    other.release();
+    assert_eq!(pool_entries(&pool).len(), 2);
+    // An entry named for q but marked for p (as if renamed in the pool) is not taken for q
+    // either: the mark's value is compared in full.
+    let q_entry = pool_entries(&pool)
+        .into_iter()
+        .find(|e| *e != kept[0])
+        .unwrap();
+    let fd = open_made(&q_entry, true).unwrap();
+    set_mark_value(&fd, p.join(".claude").as_os_str().as_bytes()).unwrap();
+    let q_ino = ino(&q_entry);
+    drop(fd);
+    let mut again = hold_pooled(&[dir_ph(&q.join(".claude"))], &pool);
+    assert_ne!(
+        ino(&q.join(".claude")),
+        q_ino,
+        "taken with another path's mark"
+    );
+    again.release();
+    // The first project gets its own back.
+    let mut back = hold_pooled(&[dir_ph(&p.join(".claude"))], &pool);
+    assert_eq!(ino(&p.join(".claude")), kept_ino);
+    back.release();
+}
+
+#[test]
+fn a_full_pool_makes_room_by_removing_another_paths_entry() {
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let project = base.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let dir = project.join(".zed");
+    let mut held = hold_pooled(&[dir_ph(&dir)], &pool);
+    held.release();
+    for i in 0..POOL_MAX {
+        std::fs::create_dir(pool.join(format!("d-{i:016x}-old"))).unwrap();
+    }
+    // A filled entry of another path is not removed to make room (only an empty one is).
+    std::fs::write(pool.join("d-0000000000000000-old/keep"), b"x").unwrap();
+    let mut held = hold_pooled(&[dir_ph(&dir)], &pool);
+    let ino_now = ino(&dir);
+    held.release();
+    assert!(!dir.exists(), "left in the project");
+    let entries = pool_entries(&pool);
+    assert!(entries.len() <= POOL_MAX, "{} entries", entries.len());
+    assert!(
+        entries.iter().any(|e| ino(e) == ino_now),
+        "not given to the full pool"
+    );
+    assert!(pool.join("d-0000000000000000-old/keep").exists());
+}

@@ -79,7 +79,8 @@ pub struct Plan {
     /// last sandbox holding an empty placeholder removes it.
     pub placeholders: Vec<Placeholder>,
     /// Where released placeholders are kept for the next run instead of being removed
-    /// ([`super::placeholder`]'s pool, in the caller's home directory).
+    /// ([`super::placeholder`]'s pool, [`crate::files::placeholder_pool`]; protected in every
+    /// sandbox as configuration).
     #[serde(default)]
     pub placeholder_pool: Option<PathBuf>,
     /// The proxy's and DNS stub's listeners pid 1 creates in the sandbox's net namespace;
@@ -689,11 +690,12 @@ pub fn build(input: PlanInput<'_>, fs: &dyn FsView) -> Result<Plan, PlanError> {
         },
         rlimits,
         placeholders,
-        placeholder_pool: Some(
-            p.context
-                .home
-                .join(crate::policy::mandatory::PLACEHOLDER_POOL),
-        ),
+        placeholder_pool: p
+            .context
+            .protected
+            .iter()
+            .find(|c| c.what == crate::policy::mandatory::PLACEHOLDER_POOL_WHAT)
+            .map(|c| c.path.clone()),
         network: input.network.map(|n| n.plan),
         terminal: None,
         forbidden,

@@ -542,10 +542,8 @@ fn configuration_protected_by_path_is_read_only_or_a_placeholder_inside_a_writab
     assert!(pins_of(&plan).contains(&p("/home/u/.config")));
     // Outside every writable root: nothing to do (the host is read-only there).
     assert!(!plan.placeholders.iter().any(|x| x.path.starts_with("/etc")));
-    assert_eq!(
-        plan.placeholder_pool,
-        Some(p("/home/u/.cache/warden/placeholders"))
-    );
+    // No pool among the protected paths: none used.
+    assert_eq!(plan.placeholder_pool, None);
 }
 
 #[test]
@@ -576,6 +574,10 @@ fn a_writable_root_inside_protected_configuration_is_read_only_as_a_whole() {
     )
     .unwrap();
     let plan = plan_with(c, settings, &fs);
+    assert_eq!(
+        plan.placeholder_pool,
+        Some(p("/home/u/.cache/warden/placeholders"))
+    );
     for root in [
         "/home/u/.cache/warden/placeholders/d-1",
         "/home/u/.config/git/hooks",

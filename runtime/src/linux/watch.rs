@@ -254,10 +254,13 @@ impl Forbidden {
         Ok(Some(f))
     }
 
-    pub fn handle(&self) {
-        let Ok(events) = self.inotify.read_events() else {
-            return;
-        };
+    /// Reads the events waiting on the instance (shared with [`LateMasks`] when it has no
+    /// instance of its own: hand them to it too).
+    pub fn read(&self) -> Vec<nix::sys::inotify::InotifyEvent> {
+        self.inotify.read_events().unwrap_or_default()
+    }
+
+    pub fn handle(&self, events: &[nix::sys::inotify::InotifyEvent]) {
         for event in events {
             if event
                 .mask
@@ -471,6 +474,10 @@ pub fn final_protected_check(missing: &[std::path::PathBuf]) -> bool {
 /// each one's nearest existing ancestor under inotify; once the path exists it is masked.
 pub struct LateMasks {
     pub inotify: nix::sys::inotify::Inotify,
+    /// The instance is [`Forbidden`]'s (its events come through [`Forbidden::read`]): the
+    /// last close of an instance with watches waits for an SRCU grace period (6–16 ms here),
+    /// and the shared one's last close is the janitor's, after warden has exited.
+    pub shared: bool,
     pending: Vec<Pending>,
     /// Paths whose failed mask was reported (once each).
     warned: std::collections::BTreeSet<std::path::PathBuf>,
@@ -484,16 +491,30 @@ struct Pending {
 }
 
 impl LateMasks {
-    /// Fails as [`Forbidden::watch`] does when inotify cannot be had.
-    pub fn watch(paths: &[std::path::PathBuf]) -> Result<Option<LateMasks>, String> {
+    /// Fails as [`Forbidden::watch`] does when inotify cannot be had. Watches on `shared`
+    /// (a descriptor of the same instance) when given; its watches then add to the masks
+    /// the other user of the instance set on the same directories, never replace them.
+    pub fn watch(
+        paths: &[std::path::PathBuf],
+        shared: Option<&nix::sys::inotify::Inotify>,
+    ) -> Result<Option<LateMasks>, String> {
         use nix::sys::inotify::{InitFlags, Inotify};
+        use std::os::fd::AsFd;
         if paths.is_empty() {
             return Ok(None);
         }
-        let inotify =
-            Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).map_err(inotify_error)?;
+        let (inotify, shared) = match shared.and_then(|i| i.as_fd().try_clone_to_owned().ok()) {
+            // SAFETY: a duplicate of an inotify instance's descriptor, owned by nothing else.
+            Some(fd) => (unsafe { Inotify::from_owned_fd(fd) }, true),
+            None => (
+                Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)
+                    .map_err(inotify_error)?,
+                false,
+            ),
+        };
         let mut late = LateMasks {
             inotify,
+            shared,
             pending: paths
                 .iter()
                 .map(|t| Pending {
@@ -582,6 +603,11 @@ impl LateMasks {
                 };
                 // MOVE_SELF/DELETE_SELF: the host moving the watched directory away (`mv dir
                 // dir.old; mkdir dir`) must not leave the watch on the old one.
+                let add = if self.shared {
+                    AddWatchFlags::from_bits_retain(libc::IN_MASK_ADD)
+                } else {
+                    AddWatchFlags::empty()
+                };
                 p.wd = self
                     .inotify
                     .add_watch(
@@ -589,7 +615,8 @@ impl LateMasks {
                         AddWatchFlags::IN_CREATE
                             | AddWatchFlags::IN_MOVED_TO
                             | AddWatchFlags::IN_MOVE_SELF
-                            | AddWatchFlags::IN_DELETE_SELF,
+                            | AddWatchFlags::IN_DELETE_SELF
+                            | add,
                     )
                     .ok();
                 // Look once more (it may have appeared before the watch).
@@ -612,18 +639,26 @@ impl LateMasks {
 
     /// After an event, a queue overflow or a timeout: the paths whose watch fired, or all of
     /// them after an overflow, and those without a watch.
-    pub fn handle(&mut self, guarded: &mut Vec<super::mount::Guarded>) {
+    /// On a shared instance the events come from [`Forbidden::read`] (`events`); on its own,
+    /// they are read here.
+    pub fn handle(
+        &mut self,
+        events: &[nix::sys::inotify::InotifyEvent],
+        guarded: &mut Vec<super::mount::Guarded>,
+    ) {
         use nix::sys::inotify::AddWatchFlags;
         let mut fired = Vec::new();
         let mut overflow = false;
-        while let Ok(events) = self.inotify.read_events() {
+        let mut note = |e: &nix::sys::inotify::InotifyEvent| {
+            overflow |= e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW);
+            fired.push(e.wd);
+        };
+        events.iter().for_each(&mut note);
+        while let (false, Ok(events)) = (self.shared, self.inotify.read_events()) {
             if events.is_empty() {
                 break;
             }
-            for e in events {
-                overflow |= e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW);
-                fired.push(e.wd);
-            }
+            events.iter().for_each(&mut note);
         }
         self.check(guarded, |p| {
             overflow || p.wd.is_none_or(|wd| fired.contains(&wd))

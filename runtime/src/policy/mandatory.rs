@@ -129,6 +129,9 @@ pub fn enclosing_git_dirs(fs: &dyn FsView, root: &Path) -> Vec<PathBuf> {
 /// fill an entry or keep a writable descriptor to one would plant a protected directory's
 /// contents in the next project that takes it.
 pub const PLACEHOLDER_POOL: &str = ".cache/warden/placeholders";
+/// How the pool is named among the protected configuration paths (the Linux plan finds it
+/// there).
+pub const PLACEHOLDER_POOL_WHAT: &str = "warden placeholder pool";
 
 /// Files in the home directory, beyond the names protected everywhere, that programs the user
 /// runs on the host read as code: shell aliases and readline bindings, editor and terminal
