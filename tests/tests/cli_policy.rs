@@ -740,3 +740,66 @@ fn an_untrusted_projects_settings_cannot_widen_the_sandbox() {
     let out = env.run(["check", "--domain", "example.com"]);
     assert_eq!(out.code, 0, "{out:?}");
 }
+
+/// Red-team round 23: a parent proxy's password in the settings was readable in the sandbox
+/// (the settings file is readable like the rest of the host) and printed by `settings show`
+/// and in the error for a malformed URL.
+#[test]
+fn a_parent_proxy_credential_is_neither_shown_nor_readable_in_the_sandbox() {
+    let env = TestEnv::new();
+    let user = env.write_settings(
+        "home/.config/warden/settings.json",
+        r#"{"network": {"parentProxy": {"http": "http://puser:S3cretPW@127.0.0.1:9"}}}"#,
+    );
+    let extra = env.write_settings(
+        "extra.json",
+        r#"{"network": {"parentProxy": {"https": "http://other:An0therPW@127.0.0.1:9"}}}"#,
+    );
+    let plain = env.write_settings(
+        "plain.json",
+        r#"{"network": {"allowedDomains": ["a.com"]}}"#,
+    );
+    let out = env.run([
+        "run",
+        "--settings",
+        &s(&extra),
+        "--settings",
+        &s(&plain),
+        "--",
+        "sh",
+        "-c",
+        &format!("cat {} {} {}; echo done", s(&user), s(&extra), s(&plain)),
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("done"), "{out:?}");
+    assert!(!out.stdout.contains("S3cretPW"), "{out:?}");
+    assert!(!out.stdout.contains("An0therPW"), "{out:?}");
+    // A settings file without a credential stays readable.
+    assert!(out.stdout.contains("a.com"), "{out:?}");
+    for args in [vec!["settings", "show"], vec!["settings", "show", "--json"]] {
+        let mut all = args.clone();
+        let extra_s = s(&extra);
+        all.extend(["--settings", extra_s.as_str()]);
+        let out = env.run(&all);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(out.stdout.contains("127.0.0.1:9"), "{out:?}");
+        assert!(!out.stdout.contains("S3cretPW"), "{out:?}");
+        assert!(!out.stdout.contains("An0therPW"), "{out:?}");
+    }
+    let bad = env.write_settings(
+        "bad.json",
+        r#"{"network": {"parentProxy": {"http": "http://puser:S3cretPW@127.0.0.1:99999"}}}"#,
+    );
+    let out = env.run([
+        "run",
+        "--settings",
+        &s(&bad),
+        "--allow-domain",
+        "a.com",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("parentProxy"), "{out:?}");
+    assert!(!out.stderr.contains("S3cretPW"), "{out:?}");
+}

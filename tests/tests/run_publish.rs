@@ -132,6 +132,20 @@ fn a_busy_host_port_fails_the_run_before_it_starts() {
         let out = env.run(["run", "--publish", bad, "--", "true"]);
         assert_eq!(out.code, 125, "{bad}: {out:?}");
     }
+    let free = free_port();
+    let out = env.run([
+        "run",
+        "--publish",
+        &format!("{free}:8000"),
+        "--publish",
+        &format!("{free}:8001"),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 125, "{out:?}");
+    assert!(out.stderr.contains("given twice"), "{out:?}");
+    assert!(!marker.exists(), "the command ran");
 }
 
 /// The command owns the listener a published port reaches: one that never accepts (its

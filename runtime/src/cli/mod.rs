@@ -131,7 +131,8 @@ impl PolicyArgs {
                 } else {
                     load_optional(path)?
                 };
-                if let Some(parsed) = parsed {
+                if let Some(mut parsed) = parsed {
+                    hide_if_secret(&mut parsed.settings, path);
                     layers.push(LayerInput {
                         provenance: Provenance::new(layer, order, path.display().to_string()),
                         settings: parsed.settings,
@@ -161,6 +162,39 @@ impl PolicyArgs {
         };
         Ok((layers, context))
     }
+}
+
+/// A settings file holding a credential (a parent proxy URL with user info) is masked from
+/// reads in the sandbox, through its own layer's `denyRead` (as written and as resolved): the
+/// command must not read the password and send it to an allowed domain (red-team round 23).
+fn hide_if_secret(settings: &mut crate::policy::settings::SandboxSettings, path: &std::path::Path) {
+    use crate::net::upstream::has_userinfo;
+    let secret = settings
+        .network
+        .as_ref()
+        .and_then(|n| n.parent_proxy.as_ref())
+        .is_some_and(|p| {
+            [&p.http, &p.https]
+                .into_iter()
+                .flatten()
+                .any(|u| has_userinfo(u))
+        });
+    if !secret {
+        return;
+    }
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut hide = vec![path.display().to_string()];
+    if let Ok(real) = std::fs::canonicalize(&path) {
+        if real != path {
+            hide.push(real.display().to_string());
+        }
+    }
+    settings
+        .filesystem
+        .get_or_insert_with(Default::default)
+        .deny_read
+        .get_or_insert_with(Vec::new)
+        .extend(hide);
 }
 
 /// Refuses (exit 125) a project layer that widens the sandbox while the project is not

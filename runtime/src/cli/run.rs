@@ -117,6 +117,11 @@ impl RunArgs {
 pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     // warden_sandbox_start_seconds (#5) measures from here to the sandbox running.
     let started = std::time::Instant::now();
+    for (i, (host, _)) in args.publish.iter().enumerate() {
+        if args.publish[..i].iter().any(|(h, _)| h == host) {
+            anyhow::bail!("--publish: host port {host} is given twice");
+        }
+    }
     let backend = crate::backend::native();
     let workspace = backend.workspace()?;
     let (mut layers, mut context) = args.policy.layers()?;

@@ -37,7 +37,14 @@ pub fn run(cmd: &SettingsCommand) -> anyhow::Result<i32> {
 
 fn show(args: &ShowArgs) -> anyhow::Result<i32> {
     let policy = args.policy.load()?;
-    let eff = &policy.effective;
+    // A parent proxy's credential is not shown (an agent may read this output).
+    let mut eff = policy.effective.clone();
+    for (key, s) in eff.scalars.iter_mut() {
+        if let (true, Some(text)) = (key.starts_with("network.parentProxy."), s.value.as_str()) {
+            s.value = crate::net::upstream::redact_userinfo(text).into();
+        }
+    }
+    let eff = &eff;
     if args.json {
         println!("{}", serde_json::to_string_pretty(eff)?);
         return Ok(0);

@@ -37,7 +37,7 @@ impl ParentUrl {
     pub fn parse(key: &'static str, text: &str) -> Result<ParentUrl, ParentError> {
         let invalid = |why: &str| ParentError::Invalid {
             key,
-            value: text.to_string(),
+            value: redact_userinfo(text),
             why: why.to_string(),
         };
         let url = url::Url::parse(text).map_err(|e| invalid(&e.to_string()))?;
@@ -63,6 +63,23 @@ impl ParentUrl {
             authorization,
         })
     }
+}
+
+/// `text` (a proxy URL, valid or not) with its user info — a credential — replaced by `***`,
+/// for messages and `warden settings show`.
+pub fn redact_userinfo(text: &str) -> String {
+    let start = text.find("://").map_or(0, |i| i + 3);
+    let rest = &text[start..];
+    let authority = rest.find(['/', '?', '#']).map_or(rest, |end| &rest[..end]);
+    match authority.rfind('@') {
+        Some(at) => format!("{}***{}", &text[..start], &text[start + at..]),
+        None => text.to_string(),
+    }
+}
+
+/// Whether `text` (a proxy URL) carries user info (a credential).
+pub fn has_userinfo(text: &str) -> bool {
+    redact_userinfo(text) != text
 }
 
 fn percent_decode(s: &str) -> String {

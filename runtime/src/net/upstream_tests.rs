@@ -165,3 +165,20 @@ async fn the_proxy_hands_allowed_tunnels_to_the_parent_without_resolving_the_nam
         .is_err());
     assert_eq!(heads.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn credentials_in_proxy_urls_are_redacted() {
+    for (text, shown) in [
+        ("http://u:s3cret@proxy:8080", "http://***@proxy:8080"),
+        ("http://u@proxy", "http://***@proxy"),
+        ("http://a@b:p@w@proxy/x@y", "http://***@proxy/x@y"),
+        ("http://proxy:8080/a@b", "http://proxy:8080/a@b"),
+        ("u:s3cret@proxy:99999", "***@proxy:99999"),
+        ("http://proxy", "http://proxy"),
+    ] {
+        assert_eq!(redact_userinfo(text), shown, "{text}");
+        assert_eq!(has_userinfo(text), text != shown, "{text}");
+    }
+    let err = ParentUrl::parse("http", "http://u:s3cret@proxy:99999").unwrap_err();
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+}
