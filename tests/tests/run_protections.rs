@@ -2361,7 +2361,9 @@ fn placeholders_wait_in_a_pool_no_sandbox_can_touch() {
         out.stdout.contains("other ok"),
         "the cache is not writable: {out:?}"
     );
-    assert_eq!(ours(&extra), extra_kept, "the sandbox changed the pool");
+    // (warden itself may have evicted entries of other paths meanwhile: the pool is shared.)
+    assert!(!pool.join("d-planted").exists());
+    assert!(pool.is_dir() && !cache.join("moved").exists());
     for e in std::fs::read_dir(&pool).unwrap() {
         let e = e.unwrap().path();
         assert!(

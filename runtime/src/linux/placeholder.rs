@@ -27,9 +27,10 @@
 //!   placeholder below its top level (a parent directory of the project) can write into it and
 //!   keep a descriptor to it (red-team: through the pool such a descriptor reached an unrelated
 //!   project's `.claude`); back at its own path the entry is reachable by exactly the sandboxes
-//!   that could write that path anyway. The mark's value names the path the entry was released
-//!   from (set by warden in the pool, which every sandbox sees read-only); an entry is taken
-//!   only if it is marked for that path, this user's and empty.
+//!   that could write that path anyway. The entry's name in the pool carries SHA-256 of the
+//!   path it was released from, and the mark's value names it (set by warden in the pool, which
+//!   every sandbox sees read-only); an entry is taken only if both match, it is this user's and
+//!   empty, and it is renamed into the directory opened without following symlinks.
 
 use super::plan::Placeholder;
 use std::ffi::CString;
@@ -66,6 +67,7 @@ pub struct Held {
 #[derive(Debug)]
 struct Pool {
     dir: OwnedFd,
+    path: PathBuf,
     /// Entries listed when it was opened, not yet tried.
     names: Vec<std::ffi::OsString>,
     /// How many entries it holds (as listed, plus those given back since).
@@ -328,7 +330,7 @@ pub fn sweep(list: &[Placeholder]) {
     for ph in list {
         if let Ok(Found::Marked(fd)) = find(&ph.path) {
             if lock(&fd, libc::LOCK_EX, Duration::ZERO).is_ok() {
-                remove_if_unused(&ph.path, &fd);
+                retire(&ph.path, &fd, None);
             }
         }
     }
@@ -336,29 +338,74 @@ pub fn sweep(list: &[Placeholder]) {
 
 /// With the exclusive lock held: gives `path` to the pool, or removes it, if it is still this
 /// marked entry and empty.
+///
+/// The entry is reached through its directory opened without following symlinks: the plan's
+/// paths are resolved, so a symlink on the way was swapped in since — by a sandbox that may
+/// write an ancestor — and would lead the rename elsewhere (red-team round 23b).
 fn retire(path: &Path, fd: &OwnedFd, pool: Option<&mut Pool>) {
+    let Some((parent, name)) = parent_of(path) else {
+        return;
+    };
+    if !is_marked(fd) || !names(&parent, name, fd) {
+        return;
+    }
     if let (Some(pool), Some(dir)) = (pool, reusable(fd)) {
-        if still_named(fd, path).unwrap_or(false) && pool.give(path, fd, dir) {
+        if pool.give(&parent, name, path, fd, dir) {
             return;
         }
     }
-    remove_if_unused(path, fd);
-}
-
-/// With the exclusive lock held: removes `path` if it is still this marked entry and empty.
-fn remove_if_unused(path: &Path, fd: &OwnedFd) {
     let Ok(st) = nix::sys::stat::fstat(fd) else {
         return;
     };
-    if !is_marked(fd) || !still_named(fd, path).unwrap_or(false) {
-        return;
-    }
     if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
         // Fails on a non-empty directory: what someone put there stays.
-        let _ = std::fs::remove_dir(path);
+        let _ = nix::unistd::unlinkat(&parent, name, nix::unistd::UnlinkatFlags::RemoveDir);
     } else if st.st_size == 0 {
-        let _ = std::fs::remove_file(path);
+        let _ = nix::unistd::unlinkat(&parent, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
     }
+}
+
+/// The directory `path` lies in, opened (`O_PATH`) without following any symlink on the way,
+/// and the entry's name.
+fn parent_of(path: &Path) -> Option<(OwnedFd, &std::ffi::OsStr)> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let name = path.file_name()?;
+    let c = cpath(path.parent()?).ok()?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: `c` is a valid NUL-terminated path and `how` a properly laid out `struct
+    // open_how` that outlives the call; its size is passed alongside.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Some((unsafe { OwnedFd::from_raw_fd(fd) }, name))
+}
+
+/// Whether `name` in `parent` is the entry open at `fd` (still linked).
+fn names(parent: &OwnedFd, name: &std::ffi::OsStr, fd: &OwnedFd) -> bool {
+    let (Ok(st), Ok(now)) = (
+        nix::sys::stat::fstat(fd),
+        nix::sys::stat::fstatat(parent, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW),
+    ) else {
+        return false;
+    };
+    st.st_nlink > 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino
 }
 
 impl Pool {
@@ -388,6 +435,7 @@ impl Pool {
             .collect();
         Some(Pool {
             dir,
+            path: path.to_path_buf(),
             count: names.len(),
             names,
             elsewhere: Vec::new(),
@@ -400,6 +448,11 @@ impl Pool {
         if self.elsewhere.iter().any(|d| d == parent) {
             return Taken::Nothing;
         }
+        // Renamed into the directory opened without symlinks (see [`retire`]): an entry a
+        // sandbox holds a writable descriptor to must not be led into another project.
+        let Some((dirfd, base)) = parent_of(&ph.path) else {
+            return Taken::Nothing;
+        };
         let prefix = pool_prefix(&ph.path, ph.dir);
         while let Some(pos) = self
             .names
@@ -429,12 +482,15 @@ impl Pool {
             match nix::fcntl::renameat2(
                 &self.dir,
                 name.as_os_str(),
-                nix::fcntl::AT_FDCWD,
-                &ph.path,
+                &dirfd,
+                base,
                 nix::fcntl::RenameFlags::RENAME_NOREPLACE,
             ) {
                 Ok(()) => {
                     self.count = self.count.saturating_sub(1);
+                    if !names(&dirfd, base, &fd) {
+                        return Taken::Occupied;
+                    }
                     return Taken::Placed(fd);
                 }
                 Err(nix::Error::EEXIST) => return Taken::Occupied,
@@ -449,40 +505,62 @@ impl Pool {
         Taken::Nothing
     }
 
-    /// Moves the released placeholder at `path` (open at `fd`) into the pool, marked for
-    /// `path`; false: it stays where it is.
-    fn give(&mut self, path: &Path, fd: &OwnedFd, dir: bool) -> bool {
+    /// Moves the released placeholder `name` in `parent` (open at `fd`; `path` as the plan
+    /// names it) into the pool, marked for `path`; false: it stays where it is.
+    fn give(
+        &mut self,
+        parent: &OwnedFd,
+        name: &std::ffi::OsStr,
+        path: &Path,
+        fd: &OwnedFd,
+        dir: bool,
+    ) -> bool {
         let prefix = pool_prefix(path, dir);
         while self.count >= POOL_MAX {
+            // The entry of another path released longest ago (its name says when).
             let Some(pos) = self
                 .names
                 .iter()
-                .position(|n| !n.as_bytes().starts_with(prefix.as_bytes()))
+                .enumerate()
+                .filter(|(_, n)| !n.as_bytes().starts_with(prefix.as_bytes()))
+                .min_by_key(|(_, n)| released_at(n))
+                .map(|(i, _)| i)
             else {
                 return false;
             };
-            let name = self.names.swap_remove(pos);
-            let flag = if name.as_bytes().starts_with(b"d-") {
+            let old = self.names.swap_remove(pos);
+            let flag = if old.as_bytes().starts_with(b"d-") {
                 nix::unistd::UnlinkatFlags::RemoveDir
             } else {
                 nix::unistd::UnlinkatFlags::NoRemoveDir
             };
-            if nix::unistd::unlinkat(&self.dir, name.as_os_str(), flag).is_ok() {
+            // A filled entry (a sandbox wrote into one through a descriptor it kept) goes
+            // too, contents and all (never following a symlink in it), so such entries
+            // cannot fill the pool for good.
+            if nix::unistd::unlinkat(&self.dir, old.as_os_str(), flag).is_ok()
+                || std::fs::remove_dir_all(self.path.join(&old)).is_ok()
+            {
                 self.count -= 1;
             }
         }
         if set_mark_value(fd, path.as_os_str().as_bytes()).is_err() {
             return false;
         }
-        let nanos = std::time::SystemTime::now()
+        let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let name = format!("{prefix}{:x}-{nanos:x}-{}", std::process::id(), self.count);
+            .unwrap_or_default();
+        let kept = format!(
+            "{prefix}{:x}-{:x}-{:x}-{}",
+            now.as_secs(),
+            now.subsec_nanos(),
+            std::process::id(),
+            self.count
+        );
         let moved = nix::fcntl::renameat2(
-            nix::fcntl::AT_FDCWD,
-            path,
+            parent,
+            name,
             &self.dir,
-            name.as_str(),
+            kept.as_str(),
             nix::fcntl::RenameFlags::RENAME_NOREPLACE,
         )
         .is_ok();
@@ -493,18 +571,24 @@ impl Pool {
     }
 }
 
-/// The names of the pool's entries kept for `path`: kind, then a hash of the path (which
-/// only narrows the search: the mark's value is compared in full).
+/// The names of the pool's entries kept for `path`: kind, then SHA-256 of the path (128 bits
+/// of it). The name decides: only warden names entries in the pool, while the mark's value
+/// (also compared) could be rewritten through a descriptor a sandbox kept to the entry, and a
+/// weak hash would let a sandbox that names its own directories find one that collides with
+/// another project's path (red-team round 23b).
 fn pool_prefix(path: &Path, dir: bool) -> String {
-    // FNV-1a, 64 bits.
-    let hash = path
-        .as_os_str()
-        .as_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("{}-{hash:016x}-", if dir { "d" } else { "f" })
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(path.as_os_str().as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("{}-{hex}-", if dir { "d" } else { "f" })
+}
+
+/// When a pool entry was released, from its name (`KIND-HASH-SECS-…`); 0 if it does not say.
+fn released_at(name: &std::ffi::OsStr) -> u64 {
+    name.to_str()
+        .and_then(|n| n.split('-').nth(2))
+        .and_then(|secs| u64::from_str_radix(secs, 16).ok())
+        .unwrap_or(0)
 }
 
 /// Whether the mark on `fd` names `path` (what [`Pool::give`] wrote).

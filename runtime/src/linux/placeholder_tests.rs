@@ -375,7 +375,18 @@ fn a_full_pool_makes_room_by_removing_another_paths_entry() {
     for i in 0..POOL_MAX {
         std::fs::create_dir(pool.join(format!("d-{i:016x}-old"))).unwrap();
     }
-    // A filled entry of another path is not removed to make room (only an empty one is).
+    // Released just now (the name says when): evicted last.
+    let recent = pool.join(format!(
+        "d-{:032x}-{:x}-0-1-0",
+        7,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    ));
+    std::fs::create_dir(&recent).unwrap();
+    // A filled entry (a sandbox wrote into one through a descriptor it kept) can be evicted
+    // too: such entries must not fill the pool for good.
     std::fs::write(pool.join("d-0000000000000000-old/keep"), b"x").unwrap();
     let mut held = hold_pooled(&[dir_ph(&dir)], &pool);
     let ino_now = ino(&dir);
@@ -387,5 +398,70 @@ fn a_full_pool_makes_room_by_removing_another_paths_entry() {
         entries.iter().any(|e| ino(e) == ino_now),
         "not given to the full pool"
     );
-    assert!(pool.join("d-0000000000000000-old/keep").exists());
+    assert!(
+        recent.exists(),
+        "the most recently released entry was evicted"
+    );
+}
+
+/// Red-team round 23b: a sandbox that may write a parent of the project swaps the project
+/// directory for a symlink to another project just before a run takes its placeholders back
+/// from the pool; the entries (which that sandbox may hold writable descriptors to) must not
+/// land in the other project.
+#[test]
+fn a_symlink_swapped_into_the_path_does_not_lead_pool_entries_elsewhere() {
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let (p, q) = (base.path().join("ws/P"), base.path().join("other/Q"));
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::create_dir_all(&q).unwrap();
+    let list = [dir_ph(&p.join(".claude")), dir_ph(&p.join(".vscode"))];
+    let mut held = hold_pooled(&list, &pool);
+    held.release();
+    let kept: Vec<u64> = pool_entries(&pool).iter().map(|e| ino(e)).collect();
+    assert_eq!(kept.len(), 2);
+    std::fs::rename(&p, base.path().join("ws/P.old")).unwrap();
+    std::os::unix::fs::symlink(&q, &p).unwrap();
+    // The placeholders may be made anew through the link (fresh, nobody holds them) or not
+    // at all; the pooled ones stay in the pool.
+    let held = hold(&list, Some(&pool), &mut |_| {});
+    for name in [".claude", ".vscode"] {
+        let there = q.join(name);
+        assert!(
+            !there.exists() || !kept.contains(&ino(&there)),
+            "a pooled entry was led into {}",
+            there.display()
+        );
+    }
+    if let Ok(mut h) = held {
+        h.release();
+    }
+    let now: Vec<u64> = pool_entries(&pool).iter().map(|e| ino(e)).collect();
+    for k in &kept {
+        assert!(now.contains(k), "pooled entry {k} left the pool: {now:?}");
+    }
+}
+
+/// The same swap at the end of a run: the release must not move another project's entry
+/// into the pool (nor remove it).
+#[test]
+fn a_symlink_swapped_in_before_the_release_leaves_the_other_projects_entry_alone() {
+    let base = tempfile::tempdir().unwrap();
+    let pool = base.path().join("pool");
+    let (p, q) = (base.path().join("ws/P"), base.path().join("other/Q"));
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::create_dir_all(&q).unwrap();
+    // Q has a placeholder of its own (marked, empty) while P's run ends.
+    let q_held = hold_pooled(&[dir_ph(&q.join(".claude"))], &pool);
+    let q_ino = ino(&q.join(".claude"));
+    q_held.abandon();
+    let mut held = hold_pooled(&[dir_ph(&p.join(".claude"))], &pool);
+    std::fs::rename(&p, base.path().join("ws/P.old")).unwrap();
+    std::os::unix::fs::symlink(&q, &p).unwrap();
+    held.release();
+    assert_eq!(
+        ino(&q.join(".claude")),
+        q_ino,
+        "Q's entry was moved or removed"
+    );
 }
