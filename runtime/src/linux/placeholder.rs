@@ -198,45 +198,98 @@ fn hold_one(
 
 /// Makes the placeholder under `temp`, marks and locks it, and renames it into place without
 /// replacing anything. `Ok(None)`: no xattrs here, created unmarked at its name (left behind).
+///
+/// Made and renamed inside the directory opened without following symlinks: the plan's paths
+/// are resolved, so a link on the way was swapped in since, by a sandbox that may write an
+/// ancestor, to have warden make placeholders in a directory of its choosing (red-team round
+/// 23c).
 fn create(ph: &Placeholder, temp: &Path) -> io::Result<Option<OwnedFd>> {
-    make(temp, ph.dir)?;
-    let fd = match open_made(temp, ph.dir) {
+    let (parent, name) = parent_of(&ph.path).ok_or_else(|| {
+        io::Error::other("its directory cannot be opened without following a symbolic link")
+    })?;
+    let temp = temp.file_name().unwrap_or_default();
+    make_at(&parent, temp, ph.dir)?;
+    let fd = match open_made_at(&parent, temp, ph.dir) {
         Ok(fd) => fd,
         Err(e) => {
-            remove(temp, ph.dir);
+            remove_at(&parent, temp, ph.dir);
             return Err(e);
         }
     };
     if let Err(e) = set_mark(&fd) {
-        remove(temp, ph.dir);
+        remove_at(&parent, temp, ph.dir);
         drop(fd);
         return match e.raw_os_error() {
             Some(libc::ENOTSUP) | Some(libc::EPERM) | Some(libc::EACCES) => {
-                match make(&ph.path, ph.dir) {
-                    Ok(()) => Ok(None),
-                    Err(e) => Err(e),
-                }
+                make_at(&parent, name, ph.dir).map(|()| None)
             }
             _ => Err(e),
         };
     }
     if let Err(e) = lock(&fd, libc::LOCK_SH, LOCK_WAIT) {
-        remove(temp, ph.dir);
+        remove_at(&parent, temp, ph.dir);
         return Err(e);
     }
     match nix::fcntl::renameat2(
-        nix::fcntl::AT_FDCWD,
+        &parent,
         temp,
-        nix::fcntl::AT_FDCWD,
-        &ph.path,
+        &parent,
+        name,
         nix::fcntl::RenameFlags::RENAME_NOREPLACE,
     ) {
         Ok(()) => Ok(Some(fd)),
         Err(e) => {
-            remove(temp, ph.dir);
+            remove_at(&parent, temp, ph.dir);
             Err(e.into())
         }
     }
+}
+
+fn make_at(parent: &OwnedFd, name: &std::ffi::OsStr, dir: bool) -> io::Result<()> {
+    if dir {
+        nix::sys::stat::mkdirat(
+            parent,
+            name,
+            nix::sys::stat::Mode::from_bits_truncate(0o777),
+        )?;
+    } else {
+        nix::fcntl::openat(
+            parent,
+            name,
+            nix::fcntl::OFlag::O_WRONLY
+                | nix::fcntl::OFlag::O_CREAT
+                | nix::fcntl::OFlag::O_EXCL
+                | nix::fcntl::OFlag::O_NOFOLLOW
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+        )?;
+    }
+    Ok(())
+}
+
+fn open_made_at(parent: &OwnedFd, name: &std::ffi::OsStr, dir: bool) -> io::Result<OwnedFd> {
+    let mut flags = nix::fcntl::OFlag::O_RDONLY
+        | nix::fcntl::OFlag::O_NOFOLLOW
+        | nix::fcntl::OFlag::O_NONBLOCK
+        | nix::fcntl::OFlag::O_CLOEXEC;
+    if dir {
+        flags |= nix::fcntl::OFlag::O_DIRECTORY;
+    }
+    Ok(nix::fcntl::openat(
+        parent,
+        name,
+        flags,
+        nix::sys::stat::Mode::empty(),
+    )?)
+}
+
+fn remove_at(parent: &OwnedFd, name: &std::ffi::OsStr, dir: bool) {
+    let flag = if dir {
+        nix::unistd::UnlinkatFlags::RemoveDir
+    } else {
+        nix::unistd::UnlinkatFlags::NoRemoveDir
+    };
+    let _ = nix::unistd::unlinkat(parent, name, flag);
 }
 
 impl Held {
@@ -529,21 +582,35 @@ impl Pool {
                 return false;
             };
             let old = self.names.swap_remove(pos);
-            let flag = if old.as_bytes().starts_with(b"d-") {
-                nix::unistd::UnlinkatFlags::RemoveDir
+            // Empty ones only: what is in a filled entry may be someone's (see below); one a
+            // sandbox filled through a descriptor it kept costs a slot, not more.
+            let removed = if old.as_bytes().starts_with(b"d-") {
+                nix::unistd::unlinkat(
+                    &self.dir,
+                    old.as_os_str(),
+                    nix::unistd::UnlinkatFlags::RemoveDir,
+                )
+                .is_ok()
             } else {
-                nix::unistd::UnlinkatFlags::NoRemoveDir
+                nix::sys::stat::fstatat(
+                    &self.dir,
+                    old.as_os_str(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .is_ok_and(|st| st.st_size == 0)
+                    && nix::unistd::unlinkat(
+                        &self.dir,
+                        old.as_os_str(),
+                        nix::unistd::UnlinkatFlags::NoRemoveDir,
+                    )
+                    .is_ok()
             };
-            // A filled entry (a sandbox wrote into one through a descriptor it kept) goes
-            // too, contents and all (never following a symlink in it), so such entries
-            // cannot fill the pool for good.
-            if nix::unistd::unlinkat(&self.dir, old.as_os_str(), flag).is_ok()
-                || std::fs::remove_dir_all(self.path.join(&old)).is_ok()
-            {
+            if removed {
                 self.count -= 1;
             }
         }
-        if set_mark_value(fd, path.as_os_str().as_bytes()).is_err() {
+        // Emptiness, looked at again right before the move (the eviction above took time).
+        if reusable(fd).is_none() || set_mark_value(fd, path.as_os_str().as_bytes()).is_err() {
             return false;
         }
         let now = std::time::SystemTime::now()
@@ -564,10 +631,34 @@ impl Pool {
             nix::fcntl::RenameFlags::RENAME_NOREPLACE,
         )
         .is_ok();
-        if moved {
-            self.count += 1;
+        if !moved {
+            return false;
         }
-        moved
+        self.count += 1;
+        // Written between the look and the move (by the user on the host, say): it goes back
+        // where it was, or stays in the pool (never reused or evicted) if the name was taken
+        // meanwhile — never lost (red-team round 23c).
+        if reusable(fd).is_some() {
+            return true;
+        }
+        if nix::fcntl::renameat2(
+            &self.dir,
+            kept.as_str(),
+            parent,
+            name,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        )
+        .is_ok()
+        {
+            self.count -= 1;
+        } else {
+            eprintln!(
+                "warden: {} was written to while warden put it away; its contents are kept in {}",
+                path.display(),
+                self.path.join(&kept).display()
+            );
+        }
+        true
     }
 }
 

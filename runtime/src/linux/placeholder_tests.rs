@@ -385,8 +385,8 @@ fn a_full_pool_makes_room_by_removing_another_paths_entry() {
             .as_secs()
     ));
     std::fs::create_dir(&recent).unwrap();
-    // A filled entry (a sandbox wrote into one through a descriptor it kept) can be evicted
-    // too: such entries must not fill the pool for good.
+    // A filled entry of another path is never removed to make room: what is in it may be
+    // someone's (written while it was being put away).
     std::fs::write(pool.join("d-0000000000000000-old/keep"), b"x").unwrap();
     let mut held = hold_pooled(&[dir_ph(&dir)], &pool);
     let ino_now = ino(&dir);
@@ -401,6 +401,32 @@ fn a_full_pool_makes_room_by_removing_another_paths_entry() {
     assert!(
         recent.exists(),
         "the most recently released entry was evicted"
+    );
+    assert!(pool.join("d-0000000000000000-old/keep").exists());
+}
+
+/// Red-team round 23c: with the project's directory swapped for a link to another project,
+/// warden made its placeholders in that other project. Now nothing is made through a link.
+#[test]
+fn no_placeholder_is_made_through_a_symlink_swapped_into_the_path() {
+    let base = tempfile::tempdir().unwrap();
+    let (p, q) = (base.path().join("ws/P"), base.path().join("other/Q"));
+    std::fs::create_dir_all(base.path().join("ws")).unwrap();
+    std::fs::create_dir_all(&q).unwrap();
+    std::os::unix::fs::symlink(&q, &p).unwrap();
+    let list = [
+        dir_ph(&p.join(".claude")),
+        Placeholder {
+            path: p.join(".bashrc"),
+            dir: false,
+        },
+    ];
+    let err = hold(&list, None, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&q).unwrap().count(),
+        0,
+        "made in the link's target"
     );
 }
 
