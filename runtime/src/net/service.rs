@@ -314,16 +314,23 @@ fn dns_decider(
 pub fn blocked_summary(events: &[NetEvent]) -> Vec<String> {
     // In order of first appearance, counted through a map (a command can make 100 000
     // distinct refusals), at most [`SUMMARY_LINES`] lines.
-    let mut order: Vec<(String, String)> = Vec::new();
+    let mut order: Vec<(String, String, String)> = Vec::new();
     let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for e in events.iter().filter(|e| e.decision != Decision::Allow) {
         let target = match e.port {
             Some(p) => format!("{}:{p}", e.host),
             None => e.host.clone(),
         };
-        let n = counts.entry(target.clone()).or_insert(0);
+        // Requests that could not be parsed share one "host": each reason is a line of its
+        // own (red-team round 23: four different refusals read as four of the first kind).
+        let key = if e.host == crate::net::proxy::http::UNPARSED {
+            format!("{target}\0{}", e.reason)
+        } else {
+            target.clone()
+        };
+        let n = counts.entry(key.clone()).or_insert(0);
         if *n == 0 {
-            order.push((target, e.reason.clone()));
+            order.push((key, target, e.reason.clone()));
         }
         *n += 1;
     }
@@ -331,8 +338,8 @@ pub fn blocked_summary(events: &[NetEvent]) -> Vec<String> {
     let mut lines: Vec<String> = order
         .into_iter()
         .take(SUMMARY_LINES)
-        .map(|(target, reason)| {
-            let n = counts.get(&target).copied().unwrap_or(1);
+        .map(|(key, target, reason)| {
+            let n = counts.get(&key).copied().unwrap_or(1);
             let times = if n > 1 {
                 format!(" ({n}×)")
             } else {

@@ -574,4 +574,19 @@ fn the_blocked_summary_is_bounded_and_printable() {
     assert!(lines.last().unwrap().contains("19950 more"), "{lines:?}");
     let odd = blocked_summary(&[refused_event("\u{1b}]0;pwned\u{7}x.test")]);
     assert!(!odd[0].contains('\u{1b}'), "{odd:?}");
+    // Unparsed requests: one line per reason, each with its own count.
+    let unparsed = |reason: &str| {
+        let mut e = refused_event(http::UNPARSED);
+        e.port = None;
+        e.reason = reason.into();
+        e
+    };
+    let lines = blocked_summary(&[
+        unparsed("HTTP/2 preface"),
+        unparsed("SOCKS4 request"),
+        unparsed("SOCKS4 request"),
+    ]);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].ends_with("HTTP/2 preface"), "{lines:?}");
+    assert!(lines[1].contains("(2×): SOCKS4 request"), "{lines:?}");
 }
