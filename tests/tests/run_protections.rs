@@ -2410,3 +2410,35 @@ fn placeholders_wait_in_a_pool_no_sandbox_can_touch() {
     assert!(!planted.contains(&ino), "a planted pool entry was taken");
     assert_eq!(std::fs::read_dir(&fake).unwrap().count(), planted.len());
 }
+
+/// Dotfiles kept in a repository (`~/.config` a symlink into `~/dotfiles`): the start-up
+/// directories below the link are protected where they really are, also when the sandbox's
+/// writable root is the dotfiles repository rather than the home directory.
+#[test]
+fn start_up_directories_behind_a_symlinked_config_dir_are_protected_where_they_are() {
+    let env = TestEnv::new();
+    let home = env.home();
+    let dotfiles = env.root().join("dotfiles");
+    std::fs::create_dir_all(dotfiles.join("config/nvim")).unwrap();
+    std::fs::create_dir_all(dotfiles.join("local-bin")).unwrap();
+    std::fs::remove_dir_all(home.join(".config")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("config"), home.join(".config")).unwrap();
+    std::fs::create_dir_all(home.join(".local")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("local-bin"), home.join(".local/bin")).unwrap();
+    let script = attempts(&[
+        ("nvim", "echo 'os.execute(\"x\")' > config/nvim/init.lua"),
+        (
+            "fish",
+            "mkdir -p config/fish && echo x > config/fish/config.fish",
+        ),
+        ("local-bin", "echo 'touch /tmp/pwned' > local-bin/git"),
+        ("other", "echo x > config/notes.txt"),
+    ]);
+    let out = sh(&env, &dotfiles, &[], &script);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_refused(&out, &["nvim", "fish", "local-bin"]);
+    assert!(out.stdout.contains("other ok"), "{out:?}");
+    assert!(!dotfiles.join("config/nvim/init.lua").exists());
+    assert!(!dotfiles.join("config/fish/config.fish").exists());
+    assert!(!dotfiles.join("local-bin/git").exists());
+}
