@@ -113,9 +113,16 @@ struct OpenHow {
 /// An O_PATH descriptor for `path`, refusing every symlink on the way. The planner hands
 /// over fully resolved paths, so a symlink here was planted after planning: fail, don't follow.
 fn open_no_symlinks(path: &Path) -> Result<OwnedFd, MountError> {
-    let c = cstring(path, "open")?;
+    open_path_no_symlinks(path, 0).map_err(op("open (no symlinks)", path))
+}
+
+/// `openat2(path, O_PATH | O_CLOEXEC | extra, RESOLVE_NO_SYMLINKS)`: a descriptor for `path`
+/// that no symlink on the way can have led elsewhere (also for the placeholders, which the
+/// supervisor renames in and out of the writable roots).
+pub(crate) fn open_path_no_symlinks(path: &Path, extra: libc::c_int) -> nix::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| nix::Error::EINVAL)?;
     let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        flags: (libc::O_PATH | libc::O_CLOEXEC | extra) as u64,
         mode: 0,
         resolve: libc::RESOLVE_NO_SYMLINKS,
     };
@@ -131,18 +138,10 @@ fn open_no_symlinks(path: &Path) -> Result<OwnedFd, MountError> {
         )
     };
     if fd < 0 {
-        return Err(op("open (no symlinks)", path)(nix::Error::last()));
+        return Err(nix::Error::last());
     }
     // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-fn cstring(path: &Path, what: &'static str) -> Result<CString, MountError> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| MountError::Op {
-        what,
-        path: path.to_path_buf(),
-        source: nix::Error::EINVAL,
-    })
 }
 
 /// Binds `src` (with everything mounted below it) onto `dst` through descriptors:

@@ -421,33 +421,9 @@ fn retire(path: &Path, fd: &OwnedFd, pool: Option<&mut Pool>) {
 /// The directory `path` lies in, opened (`O_PATH`) without following any symlink on the way,
 /// and the entry's name.
 fn parent_of(path: &Path) -> Option<(OwnedFd, &std::ffi::OsStr)> {
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
     let name = path.file_name()?;
-    let c = cpath(path.parent()?).ok()?;
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_NO_SYMLINKS,
-    };
-    // SAFETY: `c` is a valid NUL-terminated path and `how` a properly laid out `struct
-    // open_how` that outlives the call; its size is passed alongside.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Some((unsafe { OwnedFd::from_raw_fd(fd) }, name))
+    let dir = super::mount::open_path_no_symlinks(path.parent()?, libc::O_DIRECTORY).ok()?;
+    Some((dir, name))
 }
 
 /// Whether `name` in `parent` is the entry open at `fd` (still linked).
@@ -701,22 +677,9 @@ fn marked_for(fd: &OwnedFd, path: &Path) -> bool {
     usize::try_from(n).is_ok_and(|n| buf.get(..n) == Some(want))
 }
 
+/// Replaces the mark's value (the entry is marked already).
 fn set_mark_value(fd: &OwnedFd, value: &[u8]) -> io::Result<()> {
-    let name = CString::new(MARK).map_err(io::Error::other)?;
-    // SAFETY: `name` is NUL-terminated and `value` is valid for its length.
-    let r = unsafe {
-        libc::fsetxattr(
-            fd.as_raw_fd(),
-            name.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            libc::XATTR_REPLACE,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    write_mark(fd, value, libc::XATTR_REPLACE)
 }
 
 /// Whether `fd` may be used (or kept) as a placeholder: marked, this user's, empty (a
@@ -863,8 +826,11 @@ fn is_marked_raw(fd: libc::c_int) -> bool {
 }
 
 fn set_mark(fd: &OwnedFd) -> io::Result<()> {
+    write_mark(fd, b"1", libc::XATTR_CREATE)
+}
+
+fn write_mark(fd: &OwnedFd, value: &[u8], flags: libc::c_int) -> io::Result<()> {
     let name = CString::new(MARK).map_err(io::Error::other)?;
-    let value = b"1";
     // SAFETY: `name` is NUL-terminated and `value` is valid for its length.
     let r = unsafe {
         libc::fsetxattr(
@@ -872,7 +838,7 @@ fn set_mark(fd: &OwnedFd) -> io::Result<()> {
             name.as_ptr(),
             value.as_ptr().cast(),
             value.len(),
-            libc::XATTR_CREATE,
+            flags,
         )
     };
     if r < 0 {
