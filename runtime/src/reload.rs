@@ -148,7 +148,18 @@ fn stamps(files: &[PathBuf]) -> Vec<Stamp> {
 fn contents(files: &[PathBuf]) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
     files
         .iter()
-        .map(|f| (f.clone(), std::fs::read(f).ok()))
+        // Bounded and without blocking, as the loader reads them: a file the command can
+        // repoint must not become /dev/zero or a FIFO for the supervisor (red-team round 23).
+        .map(|f| {
+            (
+                f.clone(),
+                crate::policy::fsview::read_regular_file(
+                    f,
+                    crate::policy::load::MAX_SETTINGS_BYTES,
+                )
+                .ok(),
+            )
+        })
         .collect()
 }
 

@@ -148,3 +148,17 @@ fn touching_without_a_change_rebuilds_nothing_and_dropping_stops() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(r.live.generation(), 0);
 }
+
+/// Red-team round 23: a watched settings path the command could repoint at a FIFO blocked
+/// the supervisor in `open`, and at /dev/zero grew it without bound. Read as the loader
+/// reads: a regular file of bounded size, never blocking.
+#[test]
+fn a_fifo_or_a_device_in_place_of_a_settings_file_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("settings.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let started = std::time::Instant::now();
+    let read = contents(&[fifo.clone(), std::path::PathBuf::from("/dev/zero")]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert!(read.values().all(Option::is_none), "{read:?}");
+}

@@ -513,3 +513,67 @@ fn excluded_git_status(env: &TestEnv) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Red-team round 23: with `--cwd` spelled through a symlink inside the writable project, the
+/// live reloader re-read the project layer through that link, and the command repointed it at
+/// a settings file of its own (allowedDomains widened while it ran). The project layer is now
+/// read from the resolved working directory, at start and on every reload.
+#[test]
+fn a_cwd_through_a_link_cannot_be_repointed_to_other_project_settings() {
+    let env = TestEnv::new();
+    let project = env.project();
+    std::os::unix::fs::symlink(".", project.join("here")).unwrap();
+    let user = env.write_settings(
+        "home/.config/warden/settings.json",
+        r#"{"network": {"allowedDomains": ["a.example"]}}"#,
+    );
+    let script = "mkdir -p evil/.warden && \
+         echo '{\"network\":{\"allowedDomains\":[\"b.example\"]}}' > evil/.warden/settings.json && \
+         ln -sfn evil here && touch step1; \
+         i=0; while [ ! -e go1 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo done";
+    let mut child = env
+        .command()
+        .args(["run", "--cwd"])
+        .arg(project.join("here"))
+        .args(["--", "sh", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !project.join("step1").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never got going"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Time for the reloader to notice the repointed link (it polls every few hundred ms).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // A real edit, so that the watcher is seen working.
+    std::fs::write(
+        &user,
+        r#"{"network": {"allowedDomains": ["a.example", "c.example"]}}"#,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(project.join("go1"), "").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "warden did not end");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("done"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("settings changed"),
+        "the live watcher never reloaded: {stderr}"
+    );
+    assert!(
+        !stderr.contains(".warden/settings.json"),
+        "the repointed project layer was loaded: {stderr}"
+    );
+}

@@ -85,12 +85,21 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
-    /// Every settings file the policy is built from, existing or not, in layer order.
-    pub fn files(&self) -> anyhow::Result<Vec<PathBuf>> {
+    /// The working directory, resolved (symlinks included) as the sandbox uses it: the
+    /// project layer must be read from there at start and on every live reload — a `--cwd`
+    /// through a link the command can repoint let it swap in a settings file of its own
+    /// (red-team round 23).
+    fn cwd_resolved(&self) -> anyhow::Result<PathBuf> {
         let cwd = match &self.cwd {
             Some(c) => std::path::absolute(c).context("resolving --cwd")?,
             None => std::env::current_dir().context("reading the current directory")?,
         };
+        Ok(std::fs::canonicalize(&cwd).unwrap_or(cwd))
+    }
+
+    /// Every settings file the policy is built from, existing or not, in layer order.
+    pub fn files(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let cwd = self.cwd_resolved()?;
         let Some(home) = std::env::home_dir() else {
             bail!("cannot determine the home directory (set HOME)");
         };
@@ -111,10 +120,7 @@ impl PolicyArgs {
     }
 
     pub fn layers(&self) -> anyhow::Result<(Vec<LayerInput>, Context)> {
-        let cwd = match &self.cwd {
-            Some(c) => std::path::absolute(c).context("resolving --cwd")?,
-            None => std::env::current_dir().context("reading the current directory")?,
-        };
+        let cwd = self.cwd_resolved()?;
         if !cwd.is_dir() {
             bail!("working directory {} is not a directory", cwd.display());
         }
