@@ -13,8 +13,17 @@ use std::time::{Duration, Instant};
 /// Written before a question: whatever the command left the terminal in, the question shows
 /// as plain text. CAN then ST end an escape sequence or string in progress (an unterminated
 /// OSC title would swallow the question), then attributes off (hidden or same-colour text),
-/// the ASCII character set, the cursor shown.
-pub const RESET: &str = "\x18\x1b\\\x1b[0m\x1b(B\x0f\x1b[?25h";
+/// the ASCII character set, the cursor shown; the default foreground, background and cursor
+/// colours and the palette restored (OSC 110/111/112/104: red-team round 23 set text and
+/// background both to black, so the real question was invisible beside a fake one), insert
+/// mode off, autowrap on, reverse screen off, synchronized output ended (a terminal holding
+/// the screen until the command's "end of update" would never show the question).
+pub const RESET: &str = concat!(
+    "\x18\x1b\\",
+    "\x1b[0m\x1b(B\x0f\x1b[?25h",
+    "\x1b]110\x1b\\\x1b]111\x1b\\\x1b]112\x1b\\\x1b]104\x1b\\",
+    "\x1b[4l\x1b[?7h\x1b[?5l\x1b[?2026l",
+);
 
 /// Input in the first moments after the question is shown is never an answer.
 pub const GRACE: Duration = Duration::from_millis(250);

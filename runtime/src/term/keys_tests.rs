@@ -51,3 +51,25 @@ fn nothing_counts_during_the_grace() {
     let mut f = KeyFilter::with_grace(Duration::from_secs(60));
     assert_eq!(f.key(b"a"), None);
 }
+
+/// Red-team round 23: a command set the terminal's default text and background colours to
+/// the same value before the question; the reset before a question restores them, the
+/// palette and the modes that could hide or garble it.
+#[test]
+fn the_reset_before_a_question_restores_colours_and_modes() {
+    for seq in [
+        "\x1b]110\x1b\\",
+        "\x1b]111\x1b\\",
+        "\x1b]104\x1b\\",
+        "\x1b[0m",
+        "\x1b[4l",
+        "\x1b[?7h",
+        "\x1b[?5l",
+        "\x1b[?2026l",
+        "\x1b[?25h",
+    ] {
+        assert!(RESET.contains(seq), "{seq:?} missing from {RESET:?}");
+    }
+    // First of all, whatever sequence was in progress is ended.
+    assert!(RESET.starts_with("\x18\x1b\\"));
+}
