@@ -2442,3 +2442,72 @@ fn start_up_directories_behind_a_symlinked_config_dir_are_protected_where_they_a
     assert!(!dotfiles.join("config/fish/config.fish").exists());
     assert!(!dotfiles.join("local-bin/git").exists());
 }
+
+/// Red-team round 23: a `denyRead` path missing at the start is masked when it appears, but a
+/// descriptor the command opened in between — on the directory as soon as the host made it,
+/// or on the file — read the secret the host wrote afterwards. Landlock now keeps such a path
+/// unreadable from before it exists.
+#[test]
+fn a_late_deny_read_path_cannot_be_read_through_a_descriptor_opened_before_its_mask() {
+    let env = TestEnv::new();
+    let project = env.project();
+    let home = env.home();
+    std::fs::write(home.join(".profile"), "PROFILE-READABLE\n").unwrap();
+    std::fs::create_dir_all(home.join(".config/gcloud")).unwrap();
+    let racer = r#"
+import os, sys, time
+home = os.environ['HOME']
+held = {}
+open('ready', 'w').close()
+deadline = time.time() + 30
+got = []
+while time.time() < deadline and not os.path.exists('go'):
+    for name in ('.aws', '.config/gcloud/credentials.db'):
+        if name not in held:
+            try:
+                flags = os.O_RDONLY | (os.O_DIRECTORY if name == '.aws' else 0)
+                held[name] = os.open(os.path.join(home, name), flags)
+            except OSError:
+                pass
+    if '.aws' in held:
+        try:
+            fd = os.open('credentials', os.O_RDONLY, dir_fd=held['.aws'])
+            got.append(os.read(fd, 100).decode())
+            os.close(fd)
+        except OSError:
+            pass
+    if '.config/gcloud/credentials.db' in held:
+        got.append(os.pread(held['.config/gcloud/credentials.db'], 100, 0).decode())
+    time.sleep(0.0005)
+print('held', sorted(held))
+print('read', ''.join(got).strip() or 'nothing')
+print(open(os.path.join(home, '.profile')).read().strip())
+"#;
+    let aws = home.join(".aws");
+    let gcloud = home.join(".config/gcloud/credentials.db");
+    let child = start(
+        &env,
+        &project,
+        &[
+            "--deny-read",
+            aws.to_str().unwrap(),
+            "--deny-read",
+            gcloud.to_str().unwrap(),
+        ],
+        "python3",
+        racer,
+    );
+    wait_for(&project.join("ready"));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::fs::create_dir(&aws).unwrap();
+    std::fs::write(&gcloud, "").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(aws.join("credentials"), "AWS-SECRET\n").unwrap();
+    std::fs::write(&gcloud, "GCLOUD-SECRET\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    std::fs::write(project.join("go"), "").unwrap();
+    let (stdout, stderr) = finish(child);
+    assert!(stdout.contains("PROFILE-READABLE"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("read nothing"), "{stdout}\n{stderr}");
+}

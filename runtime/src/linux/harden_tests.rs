@@ -177,6 +177,7 @@ fn the_documented_sequence_applies_everything() {
         devices: landlock::LandlockPlan::default_devices(),
         scope_abstract_unix: true,
         scope_signals: true,
+        read_hidden: Vec::new(),
     })
     .unwrap();
     let prog = seccomp::build(&seccomp::SeccompOptions::default()).unwrap();

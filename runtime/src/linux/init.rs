@@ -465,6 +465,7 @@ fn command(plan: &Plan, filter: &seccompiler::BpfProgram, set: &SigSet) -> ! {
             devices: super::landlock::LandlockPlan::default_devices(),
             scope_abstract_unix: !plan.hardening.allow_unix_sockets,
             scope_signals: true,
+            read_hidden: plan.mask_later.clone(),
         })
         .map_err(|e| format!("Landlock: {e}"))?;
         super::harden::drop_capabilities().map_err(|e| e.to_string())?;

@@ -81,6 +81,11 @@ pub struct LandlockPlan {
     pub scope_abstract_unix: bool,
     /// Deny sending signals to processes outside the sandbox's domain.
     pub scope_signals: bool,
+    /// Paths that do not exist yet and must not become readable when they appear (`denyRead`
+    /// entries missing at the start; the view masks one once it appears, but a descriptor
+    /// opened before the mask — on the directory it appears in, or on the file — would still
+    /// read it: red-team round 23). With any, reading is handled too: see [`read_rules`].
+    pub read_hidden: Vec<PathBuf>,
 }
 
 impl LandlockPlan {
@@ -142,9 +147,58 @@ fn file_rights() -> BitFlags<AccessFs> {
     AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
 }
 
+/// Read rights, handled when [`LandlockPlan::read_hidden`] has paths.
+fn read_rights() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+/// The read rules that keep the paths `hidden` (missing now) unreadable whenever they appear,
+/// everything else as readable as before. For each hidden path, its nearest existing ancestor
+/// and that ancestor's own ancestors up to `/` are the *spine*: each spine directory gets
+/// `ReadDir` (listing, beneath it too), and each existing entry of a spine directory that is not
+/// itself on the spine gets every read right beneath it. An entry that appears later directly in
+/// a spine directory — the hidden path's first missing component among them — is covered by no
+/// rule granting `ReadFile`, so no file beneath it can be opened for reading, whatever
+/// descriptor the opener holds. Symbolic links among the entries get no rule (what they lead to
+/// is covered where it lies). `None` when a spine directory cannot be listed: then the rules
+/// cannot be complete, and reading is not handled (the mount masks alone, as before).
+fn read_rules(hidden: &[PathBuf]) -> Option<Vec<(PathBuf, BitFlags<AccessFs>)>> {
+    let mut spine = std::collections::BTreeSet::new();
+    for path in hidden {
+        let existing = path
+            .ancestors()
+            .skip(1)
+            .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))?;
+        spine.extend(existing.ancestors().map(Path::to_path_buf));
+    }
+    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
+    for dir in &spine {
+        rules.push((dir.clone(), AccessFs::ReadDir.into()));
+        for entry in std::fs::read_dir(dir).ok()? {
+            let entry = entry.ok()?;
+            let path = entry.path();
+            if spine.contains(&path) || entry.file_type().ok()?.is_symlink() {
+                continue;
+            }
+            rules.push((path, read_rights()));
+        }
+    }
+    Some(rules)
+}
+
 /// Opens the plan's paths and builds the ruleset. Allocates: call it before forking.
 pub fn prepare(plan: &LandlockPlan) -> Result<PreparedLandlock, LandlockError> {
-    let mut ruleset = Ruleset::default().handle_access(handled())?;
+    let reads = if plan.read_hidden.is_empty() {
+        None
+    } else {
+        read_rules(&plan.read_hidden)
+    };
+    let handled = if reads.is_some() {
+        handled() | read_rights()
+    } else {
+        handled()
+    };
+    let mut ruleset = Ruleset::default().handle_access(handled)?;
     let mut scopes = BitFlags::<Scope>::empty();
     if plan.scope_abstract_unix {
         scopes |= Scope::AbstractUnixSocket;
@@ -158,11 +212,13 @@ pub fn prepare(plan: &LandlockPlan) -> Result<PreparedLandlock, LandlockError> {
     let mut created = ruleset.create()?;
     let mut skipped = Vec::new();
 
+    let reads = reads.unwrap_or_default();
     let grants = plan
         .writable
         .iter()
-        .map(|p| (p, handled()))
-        .chain(plan.devices.iter().map(|p| (p, file_rights())));
+        .map(|p| (p, handled))
+        .chain(plan.devices.iter().map(|p| (p, file_rights())))
+        .chain(reads.iter().map(|(p, a)| (p, *a)));
     for (path, access) in grants {
         let Some(file) = open_path(path)? else {
             skipped.push(path.clone());
@@ -180,7 +236,7 @@ pub fn prepare(plan: &LandlockPlan) -> Result<PreparedLandlock, LandlockError> {
         let access = if is_dir {
             access
         } else {
-            access & file_rights()
+            access & (file_rights() | AccessFs::ReadFile)
         };
         created = created.add_rule(PathBeneath::new(file, access))?;
     }

@@ -68,6 +68,7 @@ fn writes_are_confined_to_the_writable_paths() {
         devices: LandlockPlan::default_devices(),
         scope_abstract_unix: false,
         scope_signals: false,
+        read_hidden: Vec::new(),
     })
     .unwrap();
     let got = in_child::<12>(|out| {
