@@ -666,6 +666,20 @@ fn a_protected_file_the_command_creates_is_moved_aside() {
     assert_eq!(out.code, 137, "{out:?}");
     assert!(out.stderr.contains("the sandbox was ended"), "{out:?}");
     assert!(!project.join("crush.json").exists());
+    // Made eight times and gone at once with status 0 (red-team round 23: warden said the
+    // sandbox was ended and exited 0, having lost the race to the command's exit).
+    for _ in 0..3 {
+        let out = sh(
+            &env,
+            &project,
+            &[],
+            "for i in 1 2 3 4 5 6 7 8; do echo '{}' > kilo.json; sleep 0.05; done 2>/dev/null; exit 0",
+        );
+        if out.stderr.contains("the sandbox was ended") {
+            assert_eq!(out.code, 137, "ended, yet: {out:?}");
+        }
+        assert!(!project.join("kilo.json").exists());
+    }
 }
 
 #[test]

@@ -434,7 +434,7 @@ fn pid1(plan: &Plan, net: Option<std::os::fd::OwnedFd>, watch: Option<std::os::f
             } else {
                 supervise_polling(child, &set, connector.as_ref(), guarded, forbidden, late)
             };
-            std::process::exit(code)
+            std::process::exit(super::watch::exit_status(code))
         }
     }
 }

@@ -377,7 +377,7 @@ impl Forbidden {
                 (format!("moved to {}", aside.display()), "")
             }
             Some(aside) => {
-                let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+                end_sandbox();
                 let why = if slow {
                     "; the sandbox was ended (the move was held up)"
                 } else {
@@ -1194,9 +1194,29 @@ pub fn final_index_check(
 /// `path` aside under a fresh name (`RENAME_NOREPLACE`); when that fails, removes it if
 /// `remove_if_stuck` (never for what may be the user's own). Says which, for the message.
 pub fn end_and_move_aside(path: &std::path::Path, remove_if_stuck: bool) -> String {
-    // First stop the command (pid 1 of the namespace: -1 reaches every other process).
-    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    end_sandbox();
     move_aside(path, remove_if_stuck)
+}
+
+/// Set once pid 1 has ended the sandbox: its exit status is then 137 whatever the command's
+/// was (red-team round 23: a command that exited 0 just before the kill made warden exit 0
+/// after "the sandbox was ended").
+static ENDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Stops every process of the sandbox but pid 1 (pid 1 of the namespace: -1 reaches all the
+/// others) and remembers that it did.
+pub fn end_sandbox() {
+    ENDED.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+}
+
+/// The exit status pid 1 reports: the command's, or 137 if pid 1 ended the sandbox.
+pub fn exit_status(command: i32) -> i32 {
+    if ENDED.load(std::sync::atomic::Ordering::SeqCst) {
+        128 + libc::SIGKILL
+    } else {
+        command
+    }
 }
 
 /// Moves `path` aside under a fresh name; see [`end_and_move_aside`].
