@@ -2525,3 +2525,73 @@ print(open(os.path.join(home, '.profile')).read().strip())
     assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
     assert!(stdout.contains("read nothing"), "{stdout}\n{stderr}");
 }
+
+/// Red-team round 23b: the home directory mounted a second time elsewhere (a bind made
+/// before the run; here in a mount namespace of the test's own, so the host's table is
+/// untouched) was another way down to the late `denyRead` path, unmasked and, before the
+/// fix, readable under Landlock's rules.
+#[test]
+fn a_late_deny_read_path_cannot_be_read_through_another_mount_of_its_directory() {
+    if !warden_tests::root_or_skip(
+        "a_late_deny_read_path_cannot_be_read_through_another_mount_of_its_directory",
+        "it binds the home directory in a mount namespace of its own",
+    ) {
+        return;
+    }
+    let env = TestEnv::new();
+    let project = env.project();
+    let home = env.home();
+    // Below a directory that is not on the way to the home directory (whose entries get full
+    // read rights), so that the bind is a second way down that passes none of the spine.
+    let alias = env.root().join("mnt/alias");
+    std::fs::create_dir_all(&alias).unwrap();
+    let aws = home.join(".aws");
+    let racer = format!(
+        "import os, time\n\
+         open('ready', 'w').close()\n\
+         got = []\n\
+         deadline = time.time() + 30\n\
+         while time.time() < deadline and not os.path.exists('go'):\n\
+         \x20   for p in ({a:?}, {h:?}):\n\
+         \x20       try:\n\
+         \x20           got.append(open(p).read())\n\
+         \x20       except OSError:\n\
+         \x20           pass\n\
+         \x20   time.sleep(0.001)\n\
+         print('read', ''.join(got).strip() or 'nothing')\n",
+        a = alias.join(".aws/credentials").display().to_string(),
+        h = aws.join("credentials").display().to_string(),
+    );
+    let script = format!(
+        "mount --bind {home} {alias} && exec \"$0\" run --deny-read {aws} -- python3 -c \"$1\"",
+        home = home.display(),
+        alias = alias.display(),
+        aws = aws.display(),
+    );
+    let template = env.command();
+    let mut cmd = std::process::Command::new("unshare");
+    for (name, value) in template.get_envs() {
+        match value {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
+    }
+    let child = cmd
+        .current_dir(&project)
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .arg(template.get_program())
+        .arg(&racer)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&project.join("ready"));
+    std::fs::create_dir(&aws).unwrap();
+    std::fs::write(aws.join("credentials"), "ALIASED-SECRET\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    std::fs::write(project.join("go"), "").unwrap();
+    let (stdout, stderr) = finish(child);
+    assert!(stdout.contains("read nothing"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("SECRET"), "{stdout}\n{stderr}");
+}

@@ -163,14 +163,66 @@ fn read_rights() -> BitFlags<AccessFs> {
 /// is covered where it lies). `None` when a spine directory cannot be listed: then the rules
 /// cannot be complete, and reading is not handled (the mount masks alone, as before).
 fn read_rules(hidden: &[PathBuf]) -> Option<Vec<(PathBuf, BitFlags<AccessFs>)>> {
-    let mut spine = std::collections::BTreeSet::new();
+    use std::os::unix::fs::MetadataExt;
+    let mut anchors: Vec<PathBuf> = Vec::new();
     for path in hidden {
         let existing = path
             .ancestors()
             .skip(1)
             .find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))?;
-        spine.extend(existing.ancestors().map(Path::to_path_buf));
+        anchors.push(existing.to_path_buf());
     }
+    // Rules belong to inodes, and Landlock decides by walking up the path used, across mount
+    // points: a spine directory mounted a second time elsewhere (a bind of the home directory,
+    // `/home` bound to `/var/home`) is another way down to the hidden path, and an entry above
+    // that mount point with full read rights would grant it (red-team round 23b read the
+    // secret through such a bind). So each such spelling of an anchor joins the spine.
+    let mount_points = mount_points();
+    let (spine, spine_inodes) = loop {
+        let spine: std::collections::BTreeSet<PathBuf> = anchors
+            .iter()
+            .flat_map(|a| a.ancestors().map(Path::to_path_buf))
+            .collect();
+        let mut inodes: std::collections::BTreeMap<(u64, u64), Vec<PathBuf>> =
+            std::collections::BTreeMap::new();
+        for d in &spine {
+            let m = std::fs::metadata(d).ok()?;
+            inodes
+                .entry((m.dev(), m.ino()))
+                .or_default()
+                .push(d.clone());
+        }
+        let mut more = Vec::new();
+        for mp in &mount_points {
+            let Ok(m) = std::fs::metadata(mp) else {
+                continue;
+            };
+            for d in inodes.get(&(m.dev(), m.ino())).into_iter().flatten() {
+                for a in &anchors {
+                    if let Ok(rel) = a.strip_prefix(d) {
+                        let alias = mp.join(rel);
+                        if !anchors.contains(&alias) && !more.contains(&alias) {
+                            more.push(alias);
+                        }
+                    }
+                }
+            }
+        }
+        // Aliases of aliases are found in the next round; a mount table that keeps producing
+        // new spellings is not one rules can be complete for.
+        if more.is_empty() {
+            break (
+                spine,
+                inodes
+                    .into_keys()
+                    .collect::<std::collections::BTreeSet<_>>(),
+            );
+        }
+        if anchors.len() + more.len() > 256 {
+            return None;
+        }
+        anchors.extend(more);
+    };
     let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
     for dir in &spine {
         rules.push((dir.clone(), AccessFs::ReadDir.into()));
@@ -180,10 +232,53 @@ fn read_rules(hidden: &[PathBuf]) -> Option<Vec<(PathBuf, BitFlags<AccessFs>)>> 
             if spine.contains(&path) || entry.file_type().ok()?.is_symlink() {
                 continue;
             }
+            // As the rule would be attached: through any mount on the entry.
+            match std::fs::metadata(&path) {
+                Ok(m) if spine_inodes.contains(&(m.dev(), m.ino())) => continue,
+                Ok(_) => {}
+                // Gone since the listing, or not ours to look at: no rule, nothing granted.
+                Err(_) => continue,
+            }
             rules.push((path, read_rights()));
         }
     }
     Some(rules)
+}
+
+/// The mount points of this process's mount namespace (`/proc/self/mountinfo`, the kernel's
+/// octal escapes undone).
+fn mount_points() -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let Ok(text) = std::fs::read("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
+        .map(|field| {
+            let mut out = Vec::with_capacity(field.len());
+            let mut i = 0;
+            while i < field.len() {
+                let octal = field
+                    .get(i + 1..i + 4)
+                    .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+                    .map(|d| {
+                        d.iter()
+                            .fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0'))
+                    });
+                match octal {
+                    Some(byte) => {
+                        out.push(byte);
+                        i += 4;
+                    }
+                    None => {
+                        out.push(field[i]);
+                        i += 1;
+                    }
+                }
+            }
+            PathBuf::from(std::ffi::OsString::from_vec(out))
+        })
+        .collect()
 }
 
 /// Opens the plan's paths and builds the ruleset. Allocates: call it before forking.
