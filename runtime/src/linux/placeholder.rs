@@ -166,12 +166,8 @@ fn hold_one(
             }
             Found::Missing => {
                 match pool.as_deref_mut().map_or(Taken::Nothing, |p| p.take(ph)) {
-                    Taken::Placed(fd) => {
-                        if still_named(&fd, &ph.path)? {
-                            return Ok(Some(fd));
-                        }
-                        continue;
-                    }
+                    // Checked in place by `take`, through the directory's descriptor.
+                    Taken::Placed(fd) => return Ok(Some(fd)),
                     Taken::Occupied => continue,
                     Taken::Nothing => {}
                 }
@@ -477,12 +473,19 @@ impl Pool {
         if self.elsewhere.iter().any(|d| d == parent) {
             return Taken::Nothing;
         }
+        let prefix = pool_prefix(&ph.path, ph.dir);
+        if !self
+            .names
+            .iter()
+            .any(|n| n.as_bytes().starts_with(prefix.as_bytes()))
+        {
+            return Taken::Nothing;
+        }
         // Renamed into the directory opened without symlinks (see [`retire`]): an entry a
         // sandbox holds a writable descriptor to must not be led into another project.
         let Some((dirfd, base)) = parent_of(&ph.path) else {
             return Taken::Nothing;
         };
-        let prefix = pool_prefix(&ph.path, ph.dir);
         while let Some(pos) = self
             .names
             .iter()
